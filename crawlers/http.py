@@ -1,0 +1,285 @@
+"""The httpx fetch loop every API source shares: retries, backoff, caps, provenance.
+
+It runs a source's ``start``/``parse`` generators: requests are fetched (with retries on
+429/5xx honouring ``Retry-After``, exponential backoff with jitter, and caps on pages and
+bytes); responses are handed to ``parse``; records are collected with every raw payload
+for provenance. Every failure ends as a :class:`SourceError` with a short reason.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from crawlers.base import (
+    ApiSource,
+    Context,
+    LayoutChanged,
+    RawRecord,
+    Request,
+    Response,
+    SourceError,
+)
+
+RETRYABLE_STATUS = {429, 500, 502, 503, 504}
+
+
+@dataclass(frozen=True)
+class FetchPolicy:
+    user_agent: str = "gpuatlas/0.1 (+https://github.com/gpuatlas/gpuatlas)"
+    timeout: float = 30.0
+    max_retries: int = 4
+    backoff_base: float = 0.5
+    max_backoff: float = 60.0
+    max_pages: int = 2000
+    max_bytes: int = 2 * 1024**3
+    sleep: Callable[[float], None] = time.sleep
+
+
+@dataclass
+class FetchedPayload:
+    url: str
+    fetched_at: datetime
+    status_code: int
+    content_type: str | None
+    body: bytes | None = None
+    path: Path | None = None
+
+
+@dataclass
+class CrawlOutput:
+    records: list[RawRecord] = field(default_factory=list)
+    payloads: list[FetchedPayload] = field(default_factory=list)
+    source_urls: list[str] = field(default_factory=list)
+    pages: int = 0
+    retries: int = 0
+    complete: bool = True
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+class Fetcher:
+    """Fetch one request with retries; enforce the byte budget across the crawl."""
+
+    def __init__(self, client: httpx.Client, policy: FetchPolicy, spool_dir: Path | None = None):
+        self.client = client
+        self.policy = policy
+        self.bytes_read = 0
+        self.retries = 0
+        self.spool_dir = spool_dir
+
+    def fetch(self, request: Request, headers: dict[str, str]) -> Response:
+        policy = self.policy
+        last_problem = "network error"
+        for attempt in range(policy.max_retries + 1):
+            wait: float | None = None
+            try:
+                response = self._send(request, headers)
+            except httpx.TimeoutException as exc:
+                last_problem = f"timeout: {type(exc).__name__}"
+            except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+                last_problem = f"truncated body: {exc}"
+            except httpx.TransportError as exc:
+                last_problem = f"network error: {exc}"
+            else:
+                if response.status not in RETRYABLE_STATUS:
+                    return self._check(response)
+                last_problem = (
+                    "rate limited: HTTP 429" if response.status == 429
+                    else f"server error: HTTP {response.status}"
+                )
+                wait = _retry_after(response.headers.get("retry-after"))
+                if wait is not None and wait > policy.max_backoff:
+                    raise SourceError("rate limited", f"Retry-After {wait:.0f}s exceeds budget")
+            if attempt == policy.max_retries:
+                break
+            if wait is None:
+                wait = min(policy.max_backoff, policy.backoff_base * 2**attempt)
+                wait *= 0.5 + random.random() / 2  # noqa: S311 (jitter, not crypto)
+            self.retries += 1
+            policy.sleep(wait)
+        reason, _, detail = last_problem.partition(": ")
+        raise SourceError(reason, f"{detail} (after {policy.max_retries} retries) {request.url}")
+
+    def _send(self, request: Request, headers: dict[str, str]) -> Response:
+        with self.client.stream(
+            request.method,
+            request.url,
+            params=dict(request.params) if request.params else None,
+            json=request.json,
+            headers={**headers, **(request.headers or {})},
+        ) as raw:
+            fetched_at = datetime.now(UTC)
+            if request.stream_to_file and raw.status_code == 200:
+                path = self._spool(raw)
+                return Response(str(raw.url), raw.status_code, b"", dict(raw.headers), request,
+                                fetched_at, path)
+            chunks = []
+            for chunk in raw.iter_bytes():
+                self._count(len(chunk))
+                chunks.append(chunk)
+            return Response(str(raw.url), raw.status_code, b"".join(chunks), dict(raw.headers),
+                            request, fetched_at)
+
+    def _spool(self, raw: httpx.Response) -> Path:
+        handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed below, kept on disk)
+            prefix="gpuatlas-", suffix=".payload", dir=self.spool_dir, delete=False
+        )
+        with handle:
+            for chunk in raw.iter_bytes(1 << 20):
+                self._count(len(chunk))
+                handle.write(chunk)
+        return Path(handle.name)
+
+    def _count(self, size: int) -> None:
+        self.bytes_read += size
+        if self.bytes_read > self.policy.max_bytes:
+            raise SourceError("too large", f"more than {self.policy.max_bytes} bytes fetched")
+
+    @staticmethod
+    def _check(response: Response) -> Response:
+        if response.status in (401, 403):
+            raise SourceError("unauthorized", f"HTTP {response.status} from {response.url}")
+        if response.status == 404:
+            raise SourceError("not found", f"HTTP 404 from {response.url}")
+        if response.status >= 400:
+            raise SourceError("http error", f"HTTP {response.status} from {response.url}")
+        return response
+
+
+def drive(
+    source: ApiSource,
+    ctx: Context,
+    first: Iterable[Request],
+    fetch: Callable[[Request], Response],
+    *,
+    max_pages: int,
+    on_page: Callable[[int, int], None] | None = None,
+) -> CrawlOutput:
+    """Breadth-first over requests: fetch each, parse it, queue what parse asks for."""
+    output = CrawlOutput()
+    queue: list[Request] = list(first)
+    seen_urls: set[tuple[str, str, str]] = set()
+    while queue:
+        request = queue.pop(0)
+        identity = (request.method, request.url, repr(sorted((request.params or {}).items()))
+                    + repr(request.json))
+        if identity in seen_urls:
+            raise SourceError("paging loop", f"{request.url} requested twice")
+        seen_urls.add(identity)
+        if output.pages >= max_pages:
+            raise SourceError("too many pages", f"more than {max_pages} pages")
+        response = fetch(request)
+        output.pages += 1
+        output.source_urls.append(response.url)
+        output.payloads.append(
+            FetchedPayload(response.url, response.fetched_at, response.status,
+                           response.headers.get("content-type"), response.body or None,
+                           response.path)
+        )
+        for item in parse_guarded(source, response, ctx):
+            if isinstance(item, Request):
+                queue.append(item)
+            else:
+                output.records.append(item)
+        if on_page:
+            on_page(output.pages, len(output.records))
+    return output
+
+
+def parse_guarded(source: ApiSource, response: Response, ctx: Context) -> Iterator[Any]:
+    """Run ``parse``, turning structural surprises into a clear 'layout changed' error."""
+    try:
+        yield from source.parse(response, ctx)
+    except SourceError:
+        raise
+    except (ValueError, SyntaxError, UnicodeDecodeError) as exc:
+        # orjson/json decoding errors are ValueErrors; ElementTree's ParseError a SyntaxError
+        raise SourceError("invalid payload", f"{type(exc).__name__}: {exc}"[:300]) from None
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise LayoutChanged(f"{type(exc).__name__}: {exc}"[:300]) from None
+
+
+def run_api_source(
+    source: ApiSource,
+    ctx: Context,
+    policy: FetchPolicy,
+    *,
+    transport: httpx.BaseTransport | None = None,
+    on_page: Callable[[int, int], None] | None = None,
+) -> CrawlOutput:
+    headers = {"User-Agent": policy.user_agent, "Accept-Encoding": "gzip, deflate"}
+    headers.update(source.headers(ctx))
+    with httpx.Client(
+        timeout=httpx.Timeout(policy.timeout), follow_redirects=True, max_redirects=5,
+        transport=transport,
+    ) as client:
+        fetcher = Fetcher(client, policy)
+
+        def fetch(request: Request) -> Response:
+            try:
+                return fetcher.fetch(request, headers)
+            except httpx.TooManyRedirects as exc:
+                raise SourceError("redirect loop", str(exc)) from None
+
+        output = drive(source, ctx, source.start(ctx), fetch, max_pages=policy.max_pages,
+                       on_page=on_page)
+        output.retries = fetcher.retries
+    return output
+
+
+def run_from_files(source: ApiSource, ctx: Context, paths: list[Path]) -> CrawlOutput:
+    """Parse saved responses offline: each file is one response; follow-ups are ignored."""
+    output = CrawlOutput()
+    for path in paths:
+        body = path.read_bytes()
+        url = path.resolve().as_uri()
+        response = Response(url, 200, body, {}, None, datetime.now(UTC))
+        output.pages += 1
+        output.source_urls.append(url)
+        output.payloads.append(FetchedPayload(url, response.fetched_at, 200, None, body))
+        for item in parse_guarded(source, response, ctx):
+            if not isinstance(item, Request):
+                output.records.append(item)
+    return output
+
+
+def json_body(response: Response) -> Any:
+    """Decode a JSON payload (orjson); a decode error becomes 'invalid payload'."""
+    import orjson
+
+    if response.path is not None:
+        return orjson.loads(response.path.read_bytes())
+    return orjson.loads(response.body)
+
+
+def require(mapping: Any, *keys: str) -> Any:
+    """``mapping[k1][k2]…`` or a clear 'layout changed' naming the missing key."""
+    value = mapping
+    for key in keys:
+        if not isinstance(value, dict) or key not in value:
+            raise LayoutChanged(f"missing field {'.'.join(keys)!r}")
+        value = value[key]
+    return value

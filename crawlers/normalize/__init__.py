@@ -1,0 +1,1 @@
+"""Pure helpers shared by every source: GPU names, regions, units, price strings."""

@@ -1,0 +1,118 @@
+"""The ordered validation and normalization steps, used by spiders AND API clients.
+
+Each step is a small pure function over a raw record (a dict of OfferRecord fields).
+Structural failures reject the record with a reason; quality problems (an unknown GPU
+name, an unknown region) keep it and are counted, so a human can add the alias.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from crawlers.normalize.reference import ReferenceIndex, reference_index
+from schema.records import OfferRecord, describe_validation_error
+
+Step = Callable[[dict[str, Any], "SourceMeta", "PipelineStats", ReferenceIndex], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class SourceMeta:
+    """Metadata a source declares once; stamped on each of its records."""
+
+    name: str
+    provider: str
+    currency: str | None = None
+    default_url: str | None = None
+
+
+@dataclass
+class PipelineStats:
+    seen: int = 0
+    valid: int = 0
+    rejected: int = 0
+    unmapped: Counter[str] = field(default_factory=Counter)
+    reasons: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass
+class Rejected:
+    position: int
+    reason: str
+    record: dict[str, Any]
+
+
+def stamp(record: dict[str, Any], meta: SourceMeta, *_: Any) -> dict[str, Any]:
+    record.setdefault("provider", meta.provider)
+    record["source"] = meta.name
+    if meta.currency and not record.get("currency"):
+        record["currency"] = meta.currency
+    if meta.default_url and not record.get("source_url"):
+        record["source_url"] = meta.default_url
+    return record
+
+
+def map_gpu(
+    record: dict[str, Any], meta: SourceMeta, stats: PipelineStats, ref: ReferenceIndex
+) -> dict[str, Any]:
+    if not record.get("gpu_model"):
+        slug = ref.gpu(record.get("gpu_name_raw"))
+        if slug:
+            record["gpu_model"] = slug
+        elif record.get("gpu_name_raw"):
+            stats.unmapped[f"gpu:{record['gpu_name_raw']}"] += 1
+    return record
+
+
+def map_region(
+    record: dict[str, Any], meta: SourceMeta, stats: PipelineStats, ref: ReferenceIndex
+) -> dict[str, Any]:
+    region = record.get("region")
+    if region is None:
+        return record
+    country = ref.country(str(record.get("provider")), str(region))
+    if country is None:
+        stats.unmapped[f"region:{record.get('provider')}/{region}"] += 1
+    elif not record.get("country"):
+        record["country"] = country
+    return record
+
+
+STEPS: tuple[Step, ...] = (stamp, map_gpu, map_region)
+
+
+class Pipeline:
+    def __init__(self, meta: SourceMeta, reference: ReferenceIndex | None = None) -> None:
+        self.meta = meta
+        self.reference = reference or reference_index()
+        self.stats = PipelineStats()
+        self._position = 0
+
+    def process(self, raw: dict[str, Any]) -> OfferRecord | Rejected:
+        position = self._position
+        self._position += 1
+        self.stats.seen += 1
+        record = dict(raw)
+        for step in STEPS:
+            record = step(record, self.meta, self.stats, self.reference)
+        try:
+            offer = OfferRecord.model_validate(record)
+        except ValidationError as exc:
+            reason = describe_validation_error(exc)
+            self.stats.rejected += 1
+            self.stats.reasons[reason.split(":", 1)[0]] += 1
+            return Rejected(position, reason, record)
+        self.stats.valid += 1
+        return offer
+
+    def run(self, raws: Iterable[dict[str, Any]]) -> tuple[list[OfferRecord], list[Rejected]]:
+        records: list[OfferRecord] = []
+        rejected: list[Rejected] = []
+        for raw in raws:
+            result = self.process(raw)
+            (rejected if isinstance(result, Rejected) else records).append(result)  # type: ignore[arg-type]
+        return records, rejected

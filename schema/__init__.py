@@ -1,0 +1,35 @@
+"""The catalog's vocabulary: tables, interchange records and enums (imports nothing else)."""
+
+from schema.alerts import AlertEvent, ApiKey, Subscription
+from schema.base import metadata
+from schema.catalog import GpuAlias, GpuModel, InstanceType, Provider, Region
+from schema.compliance import Certification, ExportRuleSet, GpuClassification
+from schema.crawl import CrawlRun, CrawlRunPayload, RawPayload, RejectedRecord, UnmappedName
+from schema.fx import FxRate
+from schema.prices import CatalogVersion, Offer, PriceObservation
+from schema.records import OfferRecord
+
+__all__ = [
+    "AlertEvent",
+    "ApiKey",
+    "CatalogVersion",
+    "Certification",
+    "CrawlRun",
+    "CrawlRunPayload",
+    "ExportRuleSet",
+    "FxRate",
+    "GpuAlias",
+    "GpuClassification",
+    "GpuModel",
+    "InstanceType",
+    "Offer",
+    "OfferRecord",
+    "PriceObservation",
+    "Provider",
+    "RawPayload",
+    "Region",
+    "RejectedRecord",
+    "Subscription",
+    "UnmappedName",
+    "metadata",
+]

@@ -1,0 +1,22 @@
+"""ISO 3166-1 alpha-2 countries and ISO 4217 currencies, from pycountry."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pycountry
+
+
+@cache
+def country_codes() -> frozenset[str]:
+    return frozenset(c.alpha_2 for c in pycountry.countries)
+
+
+@cache
+def currency_codes() -> frozenset[str]:
+    return frozenset(c.alpha_3 for c in pycountry.currencies)
+
+
+def country_name(code: str) -> str | None:
+    country = pycountry.countries.get(alpha_2=code)
+    return country.name if country else None

@@ -1,0 +1,68 @@
+"""The catalog's closed vocabularies."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class PriceKind(StrEnum):
+    on_demand = "on_demand"
+    spot = "spot"
+    low_priority = "low_priority"
+    reserved_1m = "reserved_1m"
+    reserved_6m = "reserved_6m"
+    reserved_1y = "reserved_1y"
+    reserved_3y = "reserved_3y"
+    monthly = "monthly"
+    interruptible = "interruptible"
+
+
+class Unit(StrEnum):
+    """What one ``amount`` buys: a time span of the SKU (or of one GPU, see PricePer)."""
+
+    second = "second"
+    minute = "minute"
+    hour = "hour"
+    day = "day"
+    week = "week"
+    month = "month"
+    year = "year"
+    term_1y = "term_1y"
+    """The whole price of a one-year commitment, paid for the term."""
+    term_3y = "term_3y"
+
+
+class PricePer(StrEnum):
+    instance = "instance"
+    gpu = "gpu"
+
+
+class ProviderKind(StrEnum):
+    hyperscaler = "hyperscaler"
+    gpu_cloud = "gpu_cloud"
+    marketplace = "marketplace"
+    unknown = "unknown"
+
+
+class ProviderStatus(StrEnum):
+    active = "active"
+    retired = "retired"
+
+
+class CrawlStatus(StrEnum):
+    running = "running"
+    ok = "ok"
+    failed = "failed"
+    quarantined = "quarantined"
+    skipped = "skipped"
+
+
+class OfferStatus(StrEnum):
+    active = "active"
+    withdrawn = "withdrawn"
+
+
+class UnmappedKind(StrEnum):
+    gpu = "gpu"
+    region = "region"
+    provider = "provider"

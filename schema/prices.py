@@ -1,0 +1,88 @@
+"""Offers, their type-2 price observations, and the catalog versions that order them."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from decimal import Decimal
+
+from sqlalchemy import Index, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+from schema.base import metadata  # noqa: F401
+from schema.types import DecimalType, UTCDateTime
+
+
+class CatalogVersion(SQLModel, table=True):
+    __tablename__ = "catalog_version"
+
+    id: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    created_at: datetime = Field(sa_type=UTCDateTime)
+    source: str = Field(max_length=100)
+    crawl_run_id: int = Field(foreign_key="crawl_run.id", index=True)
+    added: int = 0
+    changed: int = 0
+    withdrawn: int = 0
+    updated: int = 0
+
+
+class Offer(SQLModel, table=True):
+    """The identity of a price, plus its current state (denormalized from observations)."""
+
+    __table_args__ = (
+        UniqueConstraint("source", "provider", "sku", "region", "price_kind", "unit"),
+        Index("ix_offer_gpu_slug_status", "gpu_slug", "status"),
+    )
+
+    id: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    source: str = Field(max_length=100)
+    provider: str = Field(foreign_key="provider.slug", max_length=64, index=True)
+    sku: str = Field(max_length=200)
+    region: str = Field(max_length=100)
+    price_kind: str = Field(max_length=32)
+    unit: str = Field(max_length=16)
+    price_per: str = Field(default="instance", max_length=16)
+    gpu_slug: str | None = Field(default=None, max_length=64)
+    gpu_name_raw: str | None = Field(default=None, max_length=200)
+    gpu_count: Decimal = Field(sa_type=DecimalType)
+    gpu_memory_gb: Decimal | None = Field(default=None, sa_type=DecimalType)
+    vcpus: Decimal | None = Field(default=None, sa_type=DecimalType)
+    memory_gb: Decimal | None = Field(default=None, sa_type=DecimalType)
+    country: str | None = Field(default=None, max_length=2, index=True)
+    bare_metal: bool | None = None
+    price_floor: bool = False
+    source_url: str | None = Field(default=None, max_length=2048)
+    status: str = Field(default="active", max_length=16, index=True)
+    amount: Decimal = Field(sa_type=DecimalType, description="current quoted amount")
+    currency: str = Field(max_length=3)
+    observation_id: int = Field(description="the current (or last) observation")
+    first_seen_at: datetime = Field(sa_type=UTCDateTime)
+    first_seen_version: int
+    last_changed_at: datetime = Field(sa_type=UTCDateTime)
+    last_changed_version: int
+    withdrawn_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    withdrawn_version: int | None = None
+
+
+class PriceObservation(SQLModel, table=True):
+    """One price of one offer over [valid_from, valid_to); valid_to null = current."""
+
+    __tablename__ = "price_observation"
+    __table_args__ = (Index("ix_price_observation_offer_valid", "offer_id", "valid_from"),)
+
+    id: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    offer_id: int = Field(foreign_key="offer.id")
+    amount: Decimal = Field(sa_type=DecimalType)
+    currency: str = Field(max_length=3)
+    hourly_amount: Decimal | None = Field(default=None, sa_type=DecimalType)
+    amount_usd: Decimal | None = Field(default=None, sa_type=DecimalType)
+    hourly_usd: Decimal | None = Field(default=None, sa_type=DecimalType)
+    gpu_hour_usd: Decimal | None = Field(default=None, sa_type=DecimalType)
+    fx_rate: Decimal | None = Field(default=None, sa_type=DecimalType, description="USD per unit")
+    fx_date: date | None = None
+    fx_source: str | None = Field(default=None, max_length=64)
+    valid_from: datetime = Field(sa_type=UTCDateTime)
+    valid_to: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    version_from: int = Field(index=True)
+    version_to: int | None = Field(default=None, index=True)
+    crawl_run_id: int = Field(foreign_key="crawl_run.id")
+    raw_sha256: str | None = Field(default=None, max_length=64)

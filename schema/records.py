@@ -1,0 +1,182 @@
+"""OfferRecord: the one interchange record every source yields and other tools may feed in.
+
+Its file form is JSON Lines (one object a line). Amounts are decimal strings; a JSON
+number is accepted only through its shortest text form, never as a binary float.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from schema.codes import country_codes, currency_codes
+from schema.enums import PriceKind, PricePer, Unit
+
+SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+SOURCE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,40}(:[a-z0-9][a-z0-9._-]{0,40})?$")
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+MAX_AMOUNT = Decimal("100000000")
+MAX_DECIMAL_PLACES = 10
+
+
+def _clean_text(value: str) -> str:
+    if _CONTROL_RE.search(value):
+        raise ValueError("contains control or bidirectional-override characters")
+    return value
+
+
+def _to_decimal(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("a boolean is not a number")
+    if isinstance(value, float):
+        value = repr(value)
+    if isinstance(value, int):
+        value = str(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if not text or len(text) > 40:
+            raise ValueError("not a decimal number")
+        try:
+            parsed = Decimal(text)
+        except InvalidOperation:
+            raise ValueError(f"unparseable amount {text[:40]!r}") from None
+        if not parsed.is_finite():
+            raise ValueError("amount must be finite")
+        return parsed
+    return value
+
+
+def _bounded_places(value: Decimal) -> Decimal:
+    exponent = value.as_tuple().exponent
+    if isinstance(exponent, int) and exponent < -MAX_DECIMAL_PLACES:
+        raise ValueError(f"more than {MAX_DECIMAL_PLACES} decimal places")
+    return value
+
+
+Dec = Annotated[Decimal, BeforeValidator(_to_decimal), AfterValidator(_bounded_places)]
+Text = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_clean_text)]
+
+
+class OfferRecord(BaseModel):
+    """One price of one SKU in one region, as a source reports it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+    provider: str = Field(description="provider slug, e.g. 'aws'")
+    source: str = Field(description="source name, e.g. 'azure' or 'skypilot:lambda'")
+    sku: Text = Field(description="the provider's instance type / plan name")
+    gpu_model: str | None = Field(default=None, description="canonical GPU slug, if known")
+    gpu_name_raw: Text | None = Field(default=None, description="the GPU name as published")
+    gpu_count: Dec = Field(gt=0, le=1024, description="GPUs per SKU; fractions allowed")
+    gpu_memory_gb: Dec | None = Field(default=None, ge=0, le=100000)
+    vcpus: Dec | None = Field(default=None, ge=0, le=100000)
+    memory_gb: Dec | None = Field(default=None, ge=0, le=10000000)
+    region: Text = Field(description="the provider's region or zone code")
+    country: str | None = Field(default=None, description="ISO 3166-1 alpha-2")
+    price_kind: PriceKind
+    unit: Unit
+    price_per: PricePer = PricePer.instance
+    amount: Dec = Field(description="decimal string, in `currency` per `unit`")
+    currency: str = Field(description="ISO 4217")
+    source_url: str | None = Field(default=None, max_length=2048)
+    bare_metal: bool | None = None
+    price_floor: bool = Field(default=False, description="the page says 'from' this price")
+    observed_at: datetime | None = None
+
+    @field_validator("provider")
+    @classmethod
+    def _provider_slug(cls, value: str) -> str:
+        if not SLUG_RE.match(value):
+            raise ValueError("must be a lowercase slug (a-z, 0-9, '.', '_', '-')")
+        return value
+
+    @field_validator("source")
+    @classmethod
+    def _source_name(cls, value: str) -> str:
+        if not SOURCE_RE.match(value):
+            raise ValueError("must be a lowercase source name, optionally 'peer:provider'")
+        return value
+
+    @field_validator("gpu_model")
+    @classmethod
+    def _gpu_slug(cls, value: str | None) -> str | None:
+        if value is not None and not SLUG_RE.match(value):
+            raise ValueError("must be a canonical GPU slug")
+        return value
+
+    @field_validator("country")
+    @classmethod
+    def _country(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        code = value.upper()
+        if code not in country_codes():
+            raise ValueError(f"unknown ISO 3166-1 alpha-2 country {value[:8]!r}")
+        return code
+
+    @field_validator("currency")
+    @classmethod
+    def _currency(cls, value: str) -> str:
+        code = value.upper()
+        if code not in currency_codes():
+            raise ValueError(f"unknown ISO 4217 currency {value[:8]!r}")
+        return code
+
+    @field_validator("amount")
+    @classmethod
+    def _amount(cls, value: Decimal) -> Decimal:
+        if value <= 0:
+            raise ValueError("price must be positive")
+        if value > MAX_AMOUNT:
+            raise ValueError("price is implausibly large")
+        return value
+
+    @field_validator("source_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.startswith(("http://", "https://", "file:")):
+            raise ValueError("must be an http(s) or file URL")
+        return _clean_text(value)
+
+    @field_validator("observed_at")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("must carry a time zone (UTC)")
+        return value
+
+    @model_validator(mode="after")
+    def _gpu_named(self) -> OfferRecord:
+        if self.gpu_model is None and not self.gpu_name_raw:
+            raise ValueError("either gpu_model or gpu_name_raw is required")
+        return self
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str]:
+        """The identity of the price within its source."""
+        return (self.provider, self.sku, self.region, self.price_kind.value, self.unit.value)
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """One line naming each failing field, e.g. ``amount: price must be positive``."""
+    parts = []
+    for item in error.errors(include_url=False, include_input=False)[:5]:
+        where = ".".join(str(p) for p in item["loc"]) or "record"
+        message = str(item["msg"]).removeprefix("Value error, ")
+        parts.append(f"{where}: {message}")
+    return "; ".join(parts)

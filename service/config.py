@@ -1,0 +1,94 @@
+"""The one Settings object. Nothing else reads the environment."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+FIXTURES_DIR = PROJECT_ROOT / "fixtures"
+REFERENCE_DIR = FIXTURES_DIR / "reference"
+MIGRATIONS_DIR = PROJECT_ROOT / "migrations"
+
+_PLACEHOLDER_SECRETS = {"", "changeme", "change-me", "secret", "development"}
+
+
+class Settings(BaseSettings):
+    """Configuration from ``GPUATLAS_*`` environment variables (or a ``.env`` file)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="GPUATLAS_", env_file=".env", extra="ignore", frozen=True
+    )
+
+    environment: Literal["development", "test", "production"] = "development"
+    database_url: str = "sqlite:///./gpuatlas.db"
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    scheduler_enabled: bool = True
+    secret_key: str = "development"
+
+    # ingest plausibility guard
+    min_offer_ratio: Decimal = Field(
+        default=Decimal("0.5"), ge=0, le=1,
+        description="quarantine a crawl with fewer offers than this share of the last good one",
+    )
+    max_price_factor: Decimal = Field(
+        default=Decimal("10"), gt=1,
+        description="quarantine a crawl where a price moves by more than this factor",
+    )
+    min_offers_for_ratio_check: int = Field(default=5, ge=0)
+
+    # crawling
+    user_agent: str = "gpuatlas/0.1 (+https://github.com/gpuatlas/gpuatlas; data@gpuatlas.dev)"
+    http_timeout_seconds: float = Field(default=30.0, gt=0)
+    http_max_retries: int = Field(default=4, ge=0, le=20)
+    http_max_pages: int = Field(default=2000, ge=1)
+    http_max_bytes: int = Field(default=2 * 1024**3, ge=1024)
+    crawl_timeout_seconds: float = Field(default=1800.0, gt=0)
+
+    source_base_urls: dict[str, str] = Field(
+        default_factory=dict,
+        description="per-source base URL override (JSON), e.g. a local replay server",
+    )
+
+    # credentials of the sources that need one (a missing one skips that source)
+    gcp_api_key: str | None = None
+    lambda_api_key: str | None = None
+    runpod_api_key: str | None = None
+    vastai_api_key: str | None = None
+
+    # compliance
+    reference_stale_days: int = Field(default=180, ge=1)
+
+    # alerts
+    allow_private_webhooks: bool = False
+
+    @field_validator("database_url")
+    @classmethod
+    def _url_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("GPUATLAS_DATABASE_URL is empty")
+        return value.strip()
+
+    @model_validator(mode="after")
+    def _no_placeholder_secrets(self) -> Settings:
+        if self.environment == "production" and self.secret_key.lower() in _PLACEHOLDER_SECRETS:
+            raise ValueError(
+                "GPUATLAS_SECRET_KEY is a development placeholder; set a real secret in production"
+            )
+        return self
+
+
+    def credential(self, name: str) -> str | None:
+        value = getattr(self, name, None)
+        return value or None
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

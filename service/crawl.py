@@ -1,0 +1,243 @@
+"""Run one source: fetch (or read saved files) -> pipeline -> ingest, recording the run.
+
+The CLI and the scheduler both call :func:`crawl_source`. Every outcome ends on the
+crawl run: ``ok``, ``skipped: no credential``, ``failed: <reason>`` or ``quarantined``.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine
+
+from crawlers.base import ApiSource, Context, SourceError
+from crawlers.http import CrawlOutput, FetchPolicy, run_api_source, run_from_files
+from crawlers.pipeline import Pipeline, Rejected, SourceMeta
+from crawlers.registry import get_source
+from schema.enums import CrawlStatus
+from schema.records import OfferRecord
+from service.config import Settings
+from service.fx import Rate, store_rates
+from service.ingest import (
+    CrawlResult,
+    IngestResult,
+    Payload,
+    Rejection,
+    finish_crawl_run,
+    ingest,
+    start_crawl_run,
+)
+
+
+@dataclass
+class CrawlReport:
+    source: str
+    status: CrawlStatus
+    reason: str | None = None
+    crawl_run_id: int | None = None
+    catalog_version: int | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    records: list[OfferRecord] = field(default_factory=list)
+    rejections: list[Rejection] = field(default_factory=list)
+    unmapped: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def label(self) -> str:
+        return f"{self.status.value}: {self.reason}" if self.reason else self.status.value
+
+
+def fetch_policy(settings: Settings) -> FetchPolicy:
+    return FetchPolicy(
+        user_agent=settings.user_agent,
+        timeout=settings.http_timeout_seconds,
+        max_retries=settings.http_max_retries,
+        max_pages=settings.http_max_pages,
+        max_bytes=settings.http_max_bytes,
+    )
+
+
+def source_context(source_cls: type, settings: Settings) -> Context:
+    name = source_cls.name  # type: ignore[attr-defined]
+    credential_name = getattr(source_cls, "credential", None)
+    return Context(
+        base_url=settings.source_base_urls.get(name, getattr(source_cls, "base_url", "")),
+        credential=settings.credential(credential_name) if credential_name else None,
+    )
+
+
+def fetch_source(
+    source_cls: type,
+    settings: Settings,
+    *,
+    from_files: list[Path] | None = None,
+    on_page: Callable[[int, int], None] | None = None,
+    transport: Any = None,
+) -> CrawlOutput:
+    """Run a source's fetch+parse (API client in-process, spider in a child process)."""
+    ctx = source_context(source_cls, settings)
+    if getattr(source_cls, "is_gpuatlas_spider", False):
+        from crawlers.scrapy.runner import run_spider  # Scrapy only when a spider runs
+
+        return run_spider(
+            source_cls, ctx, fetch_policy(settings), from_files=from_files,
+            timeout=settings.crawl_timeout_seconds,
+        )
+    source: ApiSource = source_cls()
+    if from_files:
+        return run_from_files(source, ctx, from_files)
+    return run_api_source(source, ctx, fetch_policy(settings), transport=transport,
+                          on_page=on_page)
+
+
+def _payloads(output: CrawlOutput) -> list[Payload]:
+    payloads = []
+    for p in output.payloads:
+        body = p.body if p.body is not None else (p.path.read_bytes() if p.path else b"")
+        payloads.append(Payload(p.url, body, p.fetched_at, p.content_type, p.status_code))
+    return payloads
+
+
+def _cleanup(output: CrawlOutput | None) -> None:
+    for p in output.payloads if output else ():
+        if p.path is not None:
+            p.path.unlink(missing_ok=True)
+
+
+def parse_records(source_cls: type, output: CrawlOutput) -> tuple[Pipeline, list[OfferRecord], list[Rejected]]:
+    meta = SourceMeta(
+        name=source_cls.name,  # type: ignore[attr-defined]
+        provider=source_cls.provider,  # type: ignore[attr-defined]
+        currency=getattr(source_cls, "currency", None),
+    )
+    pipeline = Pipeline(meta)
+    records, rejected = pipeline.run(output.records)
+    return pipeline, records, rejected
+
+
+def crawl_source(
+    engine: Engine | None,
+    settings: Settings,
+    name: str,
+    *,
+    from_files: list[Path] | None = None,
+    dry_run: bool = False,
+    trigger: str = "cli",
+    on_page: Callable[[int, int], None] | None = None,
+    transport: Any = None,
+) -> CrawlReport:
+    """Crawl one source. With ``dry_run`` nothing touches the database (engine may be None)."""
+    started = time.monotonic()
+    source_cls = get_source(name)
+    report = CrawlReport(source=name, status=CrawlStatus.running)
+    parser_version = getattr(source_cls, "parser_version", None)
+    credential = getattr(source_cls, "credential", None)
+    if credential and not from_files and settings.credential(credential) is None:
+        report.status, report.reason = CrawlStatus.skipped, "no credential"
+        if engine is not None and not dry_run:
+            run_id = start_crawl_run(engine, name, trigger=trigger, parser_version=parser_version)
+            finish_crawl_run(engine, run_id, CrawlStatus.skipped, "no credential",
+                             error=f"set GPUATLAS_{credential.upper()} to crawl {name}")
+            report.crawl_run_id = run_id
+        return report
+    run_id = None
+    if engine is not None and not dry_run:
+        run_id = start_crawl_run(engine, name, trigger=trigger, parser_version=parser_version)
+        report.crawl_run_id = run_id
+    output: CrawlOutput | None = None
+    try:
+        output = fetch_source(source_cls, settings, from_files=from_files, on_page=on_page,
+                              transport=transport)
+        if getattr(source_cls, "kind", None) == "fx":
+            _store_fx(engine, dry_run, source_cls, output, report, run_id)
+        else:
+            _ingest_output(engine, settings, dry_run, source_cls, output, report, run_id, trigger)
+    except SourceError as exc:
+        report.status, report.reason = CrawlStatus.failed, exc.reason
+        if run_id is not None and engine is not None:
+            finish_crawl_run(engine, run_id, CrawlStatus.failed, exc.reason, error=str(exc),
+                             payloads=_payloads(output) if output else (),
+                             source_urls=output.source_urls if output else ())
+    except Exception as exc:
+        report.status, report.reason = CrawlStatus.failed, f"internal error: {type(exc).__name__}"
+        if run_id is not None and engine is not None:
+            finish_crawl_run(engine, run_id, CrawlStatus.failed, report.reason,
+                             error=traceback.format_exc()[-4000:])
+        raise
+    finally:
+        _cleanup(output)
+        report.seconds = time.monotonic() - started
+    return report
+
+
+def _ingest_output(
+    engine: Engine | None,
+    settings: Settings,
+    dry_run: bool,
+    source_cls: type,
+    output: CrawlOutput,
+    report: CrawlReport,
+    run_id: int | None,
+    trigger: str,
+) -> None:
+    pipeline, records, rejected = parse_records(source_cls, output)
+    report.records = records
+    report.rejections = [Rejection(r.position, r.reason, r.record) for r in rejected]
+    report.unmapped = dict(pipeline.stats.unmapped)
+    if dry_run or engine is None or run_id is None:
+        report.status = CrawlStatus.ok if records else CrawlStatus.failed
+        report.reason = None if records else "empty result: no valid offers"
+        report.counts = {"seen": len(records), "rejected": len(rejected),
+                         "unmapped": sum(pipeline.stats.unmapped.values())}
+        return
+    result: IngestResult = ingest(
+        engine, settings,
+        CrawlResult(
+            source=source_cls.name,  # type: ignore[attr-defined]
+            records=records, rejections=report.rejections, payloads=_payloads(output),
+            source_urls=output.source_urls, parser_version=source_cls.parser_version,  # type: ignore[attr-defined]
+            complete=output.complete, trigger=trigger,
+        ),
+        crawl_run_id=run_id,
+    )
+    report.status, report.reason = result.status, result.reason
+    report.catalog_version = result.catalog_version
+    report.counts = result.counts
+
+
+def _store_fx(
+    engine: Engine | None,
+    dry_run: bool,
+    source_cls: type,
+    output: CrawlOutput,
+    report: CrawlReport,
+    run_id: int | None,
+) -> None:
+    rates = [Rate(r["rate_date"], r["currency"], Decimal(str(r["per_eur"])))
+             for r in output.records]
+    if not rates:
+        raise SourceError("empty result", "no rates in the feed")
+    report.counts = {"seen": len(rates)}
+    if dry_run or engine is None or run_id is None:
+        report.status = CrawlStatus.ok
+        return
+    from service.db import writer
+    from service.ingest import RUN
+    from sqlalchemy import update
+
+    from schema.types import utcnow
+
+    with writer(engine).begin() as conn:
+        added = store_rates(conn, rates, source_cls.name, run_id)  # type: ignore[attr-defined]
+        conn.execute(update(RUN).where(RUN.c.id == run_id).values(
+            status=CrawlStatus.ok.value, finished_at=utcnow(), seen=len(rates), added=added,
+            source_urls=output.source_urls,
+        ))
+    report.status = CrawlStatus.ok
+    report.counts["added"] = added

@@ -1,0 +1,75 @@
+"""Engine and session factory: one engine per process, sessions handed in explicitly."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.orm import Session
+
+
+class DatabaseConfigError(Exception):
+    """The database URL cannot be used; the message is one line meant for people."""
+
+
+def normalize_url(url: str) -> str:
+    """Accept plain ``postgresql://`` / ``postgres://`` URLs and use psycopg 3 for them."""
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError) as exc:
+        raise DatabaseConfigError(f"invalid database URL {url!r}: {exc}") from None
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
+        raise DatabaseConfigError(
+            f"unsupported database {parsed.get_backend_name()!r}: use sqlite:/// or postgresql://"
+        )
+    return parsed.render_as_string(hide_password=False)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    # Let SQLAlchemy/pysqlite stop issuing its own BEGIN so ours (IMMEDIATE) is the only one.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def _sqlite_begin(conn: Any) -> None:
+    # Writers take the write lock up front (BEGIN IMMEDIATE), so two writers queue on
+    # busy_timeout instead of failing when a read transaction tries to upgrade.
+    immediate = conn.get_execution_options().get("sqlite_immediate", False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def make_engine(url: str, **kwargs: Any) -> Engine:
+    url = normalize_url(url)
+    backend = make_url(url).get_backend_name()
+    if backend == "sqlite":
+        engine = create_engine(url, **kwargs)
+        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "begin", _sqlite_begin)
+    else:
+        kwargs.setdefault("pool_pre_ping", True)
+        engine = create_engine(url, **kwargs)
+    return engine
+
+
+def writer(engine: Engine) -> Engine:
+    """The same engine, whose transactions are writers from their first statement."""
+    if engine.dialect.name == "sqlite":
+        return engine.execution_options(sqlite_immediate=True)
+    return engine
+
+
+@contextmanager
+def write_session(engine: Engine) -> Iterator[Session]:
+    with Session(writer(engine), expire_on_commit=False) as session:
+        yield session

@@ -1,0 +1,38 @@
+"""Price arithmetic: hours per billing unit, per-GPU-hour figures, exact rounding."""
+
+from __future__ import annotations
+
+from decimal import ROUND_HALF_EVEN, Decimal
+
+from schema.enums import PricePer, Unit
+
+HOURS_PER_MONTH = Decimal(730)
+HOURS = {
+    Unit.second: Decimal(1) / Decimal(3600),
+    Unit.minute: Decimal(1) / Decimal(60),
+    Unit.hour: Decimal(1),
+    Unit.day: Decimal(24),
+    Unit.week: Decimal(168),
+    Unit.month: HOURS_PER_MONTH,
+    Unit.year: Decimal(8760),
+    Unit.term_1y: Decimal(8760),
+    Unit.term_3y: Decimal(26280),
+}
+PLACES = Decimal("1e-10")
+
+
+def q(value: Decimal) -> Decimal:
+    """Round to the 10 decimal places every stored figure keeps (banker's rounding)."""
+    return value.quantize(PLACES, rounding=ROUND_HALF_EVEN).normalize()
+
+
+def instance_hourly(amount: Decimal, unit: Unit, price_per: PricePer, gpu_count: Decimal) -> Decimal:
+    """The price of the whole SKU for one hour, in the quoted currency."""
+    hourly = amount / HOURS[unit]
+    if price_per is PricePer.gpu:
+        hourly *= gpu_count
+    return q(hourly)
+
+
+def gpu_hourly(instance_hour_amount: Decimal, gpu_count: Decimal) -> Decimal:
+    return q(instance_hour_amount / gpu_count)

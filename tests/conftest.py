@@ -1,0 +1,140 @@
+"""Shared fixtures: real SQLite files, the real PostgreSQL server, a real local HTTP server."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.engine import make_url
+
+from service.config import Settings
+from service.db import make_engine, normalize_url
+from service.migrate import upgrade
+from tests.replay import ReplayServer
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+REALDATA = ROOT.parent / "shared" / "realdata"
+IN_CI = os.environ.get("CI", "").lower() == "true"
+PG_URL = os.environ.get("GPUATLAS_TEST_POSTGRES_URL")
+
+
+def postgres_admin_url() -> str | None:
+    """The test server's URL, or None; under CI=true its absence is a failure."""
+    if PG_URL:
+        return normalize_url(PG_URL)
+    if IN_CI:
+        pytest.fail("CI=true but GPUATLAS_TEST_POSTGRES_URL is not set: PostgreSQL is required")
+    return None
+
+
+def create_pg_database(admin_url: str) -> str:
+    name = f"gpuatlas_t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    finally:
+        admin.dispose()
+    return make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+
+
+def drop_pg_database(admin_url: str, url: str) -> None:
+    name = make_url(url).database
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("template") / "template.db"
+    upgrade(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture
+def sqlite_url(sqlite_template: Path, tmp_path: Path) -> str:
+    path = tmp_path / "gpuatlas.db"
+    shutil.copy(sqlite_template, path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture(scope="session")
+def pg_session_url() -> Iterator[str]:
+    admin = postgres_admin_url()
+    if admin is None:
+        pytest.skip("PostgreSQL not configured (set GPUATLAS_TEST_POSTGRES_URL)")
+    url = create_pg_database(admin)
+    upgrade(url)
+    yield url
+    drop_pg_database(admin, url)
+
+
+def _truncate_all(url: str) -> None:
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            tables = [r[0] for r in conn.execute(text(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
+                "AND tablename <> 'alembic_version'"))]
+            if tables:
+                conn.execute(text(
+                    "TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " RESTART IDENTITY CASCADE"))
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture
+def pg_url(pg_session_url: str) -> str:
+    _truncate_all(pg_session_url)
+    return pg_session_url
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest) -> str:
+    """Each test using this runs on a fresh SQLite file and on the PostgreSQL server."""
+    fixture = "sqlite_url" if request.param == "sqlite" else "pg_url"
+    return str(request.getfixturevalue(fixture))
+
+
+@pytest.fixture
+def engine(db_url: str) -> Iterator[Engine]:
+    engine = make_engine(db_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def settings(db_url: str) -> Settings:
+    return Settings(database_url=db_url, environment="test", _env_file=None)  # type: ignore[call-arg]
+
+
+@pytest.fixture
+def sqlite_engine(sqlite_url: str) -> Iterator[Engine]:
+    engine = make_engine(sqlite_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def server() -> Iterator[ReplayServer]:
+    with ReplayServer() as replay:
+        yield replay
+
+
+@pytest.fixture
+def realdata() -> Path:
+    if not REALDATA.is_dir():
+        if IN_CI:
+            pytest.fail(f"CI=true but {REALDATA} is missing")
+        pytest.skip("../shared/realdata is not present")
+    return REALDATA

@@ -1,0 +1,51 @@
+"""The ECB feed, fetched over a real local HTTP server and stored as FX rates."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from sqlalchemy import Engine, select
+
+from schema.fx import FxRate
+from service.config import Settings
+from service.crawl import crawl_source
+from tests.conftest import FIXTURES
+from tests.replay import Reply, ReplayServer
+
+HIST = "/stats/eurofxref/eurofxref-hist-90d.xml"
+
+
+def _settings(settings: Settings, server: ReplayServer) -> Settings:
+    return settings.model_copy(update={"source_base_urls": {"ecb": server.url},
+                                       "http_max_retries": 2})
+
+
+def test_ecb_feed_stores_rates(engine: Engine, settings: Settings, server: ReplayServer) -> None:
+    server.route(HIST, Reply.file(FIXTURES / "ecb" / "eurofxref-hist-90d.xml"))
+    report = crawl_source(engine, _settings(settings, server), "ecb")
+    assert report.label == "ok"
+    with engine.connect() as conn:
+        rows = conn.execute(select(FxRate.__table__)).mappings().all()  # type: ignore[attr-defined]
+    assert len(rows) == report.counts["seen"] > 100
+    usd = [r for r in rows if r["currency"] == "USD"]
+    assert all(isinstance(r["per_eur"], Decimal) for r in usd)
+    again = crawl_source(engine, _settings(settings, server), "ecb")
+    assert again.counts["added"] == 0  # a published rate is stored once
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b"<not xml", "invalid payload"),
+        (b'<?xml version="1.0"?><root/>', "layout changed"),
+    ],
+)
+def test_ecb_bad_feed_fails_cleanly(
+    engine: Engine, settings: Settings, server: ReplayServer, body: bytes, reason: str
+) -> None:
+    server.route(HIST, Reply(body, content_type="application/xml"))
+    report = crawl_source(engine, _settings(settings, server), "ecb")
+    assert report.label.startswith(f"failed: {reason}")
+    with engine.connect() as conn:
+        assert conn.execute(select(FxRate.__table__)).first() is None  # type: ignore[attr-defined]
