@@ -16,7 +16,11 @@ from typing import Any, ClassVar, Literal
 
 SourceKind = Literal["api", "html", "peer", "fx"]
 SCHEDULE_DEFAULTS: dict[str, str] = {
-    "api": "1h", "html": "6h", "peer": "6h", "marketplace": "10m", "fx": "1d",
+    "api": "1h",
+    "html": "6h",
+    "peer": "6h",
+    "marketplace": "10m",
+    "fx": "1d",
 }
 
 

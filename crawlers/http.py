@@ -107,7 +107,8 @@ class Fetcher:
                 if response.status not in RETRYABLE_STATUS:
                     return self._check(response)
                 last_problem = (
-                    "rate limited: HTTP 429" if response.status == 429
+                    "rate limited: HTTP 429"
+                    if response.status == 429
                     else f"server error: HTTP {response.status}"
                 )
                 wait = _retry_after(response.headers.get("retry-after"))
@@ -134,14 +135,21 @@ class Fetcher:
             fetched_at = datetime.now(UTC)
             if request.stream_to_file and raw.status_code == 200:
                 path = self._spool(raw)
-                return Response(str(raw.url), raw.status_code, b"", dict(raw.headers), request,
-                                fetched_at, path)
+                return Response(
+                    str(raw.url), raw.status_code, b"", dict(raw.headers), request, fetched_at, path
+                )
             chunks = []
             for chunk in raw.iter_bytes():
                 self._count(len(chunk))
                 chunks.append(chunk)
-            return Response(str(raw.url), raw.status_code, b"".join(chunks), dict(raw.headers),
-                            request, fetched_at)
+            return Response(
+                str(raw.url),
+                raw.status_code,
+                b"".join(chunks),
+                dict(raw.headers),
+                request,
+                fetched_at,
+            )
 
     def _spool(self, raw: httpx.Response) -> Path:
         handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed below, kept on disk)
@@ -184,8 +192,11 @@ def drive(
     seen_urls: set[tuple[str, str, str]] = set()
     while queue:
         request = queue.pop(0)
-        identity = (request.method, request.url, repr(sorted((request.params or {}).items()))
-                    + repr(request.json))
+        identity = (
+            request.method,
+            request.url,
+            repr(sorted((request.params or {}).items())) + repr(request.json),
+        )
         if identity in seen_urls:
             raise SourceError("paging loop", f"{request.url} requested twice")
         seen_urls.add(identity)
@@ -195,9 +206,14 @@ def drive(
         output.pages += 1
         output.source_urls.append(response.url)
         output.payloads.append(
-            FetchedPayload(response.url, response.fetched_at, response.status,
-                           response.headers.get("content-type"), response.body or None,
-                           response.path)
+            FetchedPayload(
+                response.url,
+                response.fetched_at,
+                response.status,
+                response.headers.get("content-type"),
+                response.body or None,
+                response.path,
+            )
         )
         for item in parse_guarded(source, response, ctx):
             if isinstance(item, Request):
@@ -233,7 +249,9 @@ def run_api_source(
     headers = {"User-Agent": policy.user_agent, "Accept-Encoding": "gzip, deflate"}
     headers.update(source.headers(ctx))
     with httpx.Client(
-        timeout=httpx.Timeout(policy.timeout), follow_redirects=True, max_redirects=5,
+        timeout=httpx.Timeout(policy.timeout),
+        follow_redirects=True,
+        max_redirects=5,
         transport=transport,
     ) as client:
         fetcher = Fetcher(client, policy)
@@ -244,8 +262,9 @@ def run_api_source(
             except httpx.TooManyRedirects as exc:
                 raise SourceError("redirect loop", str(exc)) from None
 
-        output = drive(source, ctx, source.start(ctx), fetch, max_pages=policy.max_pages,
-                       on_page=on_page)
+        output = drive(
+            source, ctx, source.start(ctx), fetch, max_pages=policy.max_pages, on_page=on_page
+        )
         output.retries = fetcher.retries
     return output
 

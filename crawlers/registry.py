@@ -12,8 +12,10 @@ from crawlers.base import ApiSource
 
 
 def _is_source(obj: Any) -> bool:
-    return isinstance(obj, type) and obj.__dict__.get("name") is not None and (
-        issubclass(obj, ApiSource) or getattr(obj, "is_gpuatlas_spider", False)
+    return (
+        isinstance(obj, type)
+        and obj.__dict__.get("name") is not None
+        and (issubclass(obj, ApiSource) or getattr(obj, "is_gpuatlas_spider", False))
     )
 
 

@@ -30,15 +30,18 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     scheduler_enabled: bool = True
-    secret_key: str = "development"
+    secret_key: str = "development"  # noqa: S105 (refused outside development)
 
     # ingest plausibility guard
     min_offer_ratio: Decimal = Field(
-        default=Decimal("0.5"), ge=0, le=1,
+        default=Decimal("0.5"),
+        ge=0,
+        le=1,
         description="quarantine a crawl with fewer offers than this share of the last good one",
     )
     max_price_factor: Decimal = Field(
-        default=Decimal("10"), gt=1,
+        default=Decimal("10"),
+        gt=1,
         description="quarantine a crawl where a price moves by more than this factor",
     )
     min_offers_for_ratio_check: int = Field(default=5, ge=0)
@@ -82,7 +85,6 @@ class Settings(BaseSettings):
                 "GPUATLAS_SECRET_KEY is a development placeholder; set a real secret in production"
             )
         return self
-
 
     def credential(self, name: str) -> str | None:
         value = getattr(self, name, None)

@@ -86,14 +86,16 @@ def fetch_source(
         from crawlers.scrapy.runner import run_spider  # Scrapy only when a spider runs
 
         return run_spider(
-            source_cls, ctx, fetch_policy(settings), from_files=from_files,
+            source_cls,
+            ctx,
+            fetch_policy(settings),
+            from_files=from_files,
             timeout=settings.crawl_timeout_seconds,
         )
     source: ApiSource = source_cls()
     if from_files:
         return run_from_files(source, ctx, from_files)
-    return run_api_source(source, ctx, fetch_policy(settings), transport=transport,
-                          on_page=on_page)
+    return run_api_source(source, ctx, fetch_policy(settings), transport=transport, on_page=on_page)
 
 
 def _payloads(output: CrawlOutput) -> list[Payload]:
@@ -110,7 +112,9 @@ def _cleanup(output: CrawlOutput | None) -> None:
             p.path.unlink(missing_ok=True)
 
 
-def parse_records(source_cls: type, output: CrawlOutput) -> tuple[Pipeline, list[OfferRecord], list[Rejected]]:
+def parse_records(
+    source_cls: type, output: CrawlOutput
+) -> tuple[Pipeline, list[OfferRecord], list[Rejected]]:
     meta = SourceMeta(
         name=source_cls.name,  # type: ignore[attr-defined]
         provider=source_cls.provider,  # type: ignore[attr-defined]
@@ -142,8 +146,13 @@ def crawl_source(
         report.status, report.reason = CrawlStatus.skipped, "no credential"
         if engine is not None and not dry_run:
             run_id = start_crawl_run(engine, name, trigger=trigger, parser_version=parser_version)
-            finish_crawl_run(engine, run_id, CrawlStatus.skipped, "no credential",
-                             error=f"set GPUATLAS_{credential.upper()} to crawl {name}")
+            finish_crawl_run(
+                engine,
+                run_id,
+                CrawlStatus.skipped,
+                "no credential",
+                error=f"set GPUATLAS_{credential.upper()} to crawl {name}",
+            )
             report.crawl_run_id = run_id
         return report
     run_id = None
@@ -152,8 +161,9 @@ def crawl_source(
         report.crawl_run_id = run_id
     output: CrawlOutput | None = None
     try:
-        output = fetch_source(source_cls, settings, from_files=from_files, on_page=on_page,
-                              transport=transport)
+        output = fetch_source(
+            source_cls, settings, from_files=from_files, on_page=on_page, transport=transport
+        )
         if getattr(source_cls, "kind", None) == "fx":
             _store_fx(engine, dry_run, source_cls, output, report, run_id)
         else:
@@ -161,14 +171,25 @@ def crawl_source(
     except SourceError as exc:
         report.status, report.reason = CrawlStatus.failed, exc.reason
         if run_id is not None and engine is not None:
-            finish_crawl_run(engine, run_id, CrawlStatus.failed, exc.reason, error=str(exc),
-                             payloads=_payloads(output) if output else (),
-                             source_urls=output.source_urls if output else ())
+            finish_crawl_run(
+                engine,
+                run_id,
+                CrawlStatus.failed,
+                exc.reason,
+                error=str(exc),
+                payloads=_payloads(output) if output else (),
+                source_urls=output.source_urls if output else (),
+            )
     except Exception as exc:
         report.status, report.reason = CrawlStatus.failed, f"internal error: {type(exc).__name__}"
         if run_id is not None and engine is not None:
-            finish_crawl_run(engine, run_id, CrawlStatus.failed, report.reason,
-                             error=traceback.format_exc()[-4000:])
+            finish_crawl_run(
+                engine,
+                run_id,
+                CrawlStatus.failed,
+                report.reason,
+                error=traceback.format_exc()[-4000:],
+            )
         raise
     finally:
         _cleanup(output)
@@ -193,16 +214,24 @@ def _ingest_output(
     if dry_run or engine is None or run_id is None:
         report.status = CrawlStatus.ok if records else CrawlStatus.failed
         report.reason = None if records else "empty result: no valid offers"
-        report.counts = {"seen": len(records), "rejected": len(rejected),
-                         "unmapped": sum(pipeline.stats.unmapped.values())}
+        report.counts = {
+            "seen": len(records),
+            "rejected": len(rejected),
+            "unmapped": sum(pipeline.stats.unmapped.values()),
+        }
         return
     result: IngestResult = ingest(
-        engine, settings,
+        engine,
+        settings,
         CrawlResult(
             source=source_cls.name,  # type: ignore[attr-defined]
-            records=records, rejections=report.rejections, payloads=_payloads(output),
-            source_urls=output.source_urls, parser_version=source_cls.parser_version,  # type: ignore[attr-defined]
-            complete=output.complete, trigger=trigger,
+            records=records,
+            rejections=report.rejections,
+            payloads=_payloads(output),
+            source_urls=output.source_urls,
+            parser_version=source_cls.parser_version,  # type: ignore[attr-defined]
+            complete=output.complete,
+            trigger=trigger,
         ),
         crawl_run_id=run_id,
     )
@@ -219,25 +248,33 @@ def _store_fx(
     report: CrawlReport,
     run_id: int | None,
 ) -> None:
-    rates = [Rate(r["rate_date"], r["currency"], Decimal(str(r["per_eur"])))
-             for r in output.records]
+    rates = [
+        Rate(r["rate_date"], r["currency"], Decimal(str(r["per_eur"]))) for r in output.records
+    ]
     if not rates:
         raise SourceError("empty result", "no rates in the feed")
     report.counts = {"seen": len(rates)}
     if dry_run or engine is None or run_id is None:
         report.status = CrawlStatus.ok
         return
-    from service.db import writer
-    from service.ingest import RUN
     from sqlalchemy import update
 
     from schema.types import utcnow
+    from service.db import writer
+    from service.ingest import RUN
 
     with writer(engine).begin() as conn:
         added = store_rates(conn, rates, source_cls.name, run_id)  # type: ignore[attr-defined]
-        conn.execute(update(RUN).where(RUN.c.id == run_id).values(
-            status=CrawlStatus.ok.value, finished_at=utcnow(), seen=len(rates), added=added,
-            source_urls=output.source_urls,
-        ))
+        conn.execute(
+            update(RUN)
+            .where(RUN.c.id == run_id)
+            .values(
+                status=CrawlStatus.ok.value,
+                finished_at=utcnow(),
+                seen=len(rates),
+                added=added,
+                source_urls=output.source_urls,
+            )
+        )
     report.status = CrawlStatus.ok
     report.counts["added"] = added

@@ -32,11 +32,18 @@ class Conversion:
     source: str
 
 
-def store_rates(conn: Connection, rates: Iterable[Rate], source: str, crawl_run_id: int | None) -> int:
+def store_rates(
+    conn: Connection, rates: Iterable[Rate], source: str, crawl_run_id: int | None
+) -> int:
     """Insert rates not yet stored (a published rate never changes); return how many."""
     rows = [
-        {"rate_date": r.rate_date, "currency": r.currency, "per_eur": r.per_eur,
-         "source": source, "crawl_run_id": crawl_run_id}
+        {
+            "rate_date": r.rate_date,
+            "currency": r.currency,
+            "per_eur": r.per_eur,
+            "source": source,
+            "crawl_run_id": crawl_run_id,
+        }
         for r in rates
     ]
     if not rows:

@@ -53,8 +53,17 @@ INGEST_LOCK_KEY = 0x67707561  # "gpua": one catalog, one writer at a time (Postg
 
 # Offer columns that describe the SKU; a change of these alone updates the row in place.
 ATTRIBUTES = (
-    "price_per", "gpu_slug", "gpu_name_raw", "gpu_count", "gpu_memory_gb", "vcpus",
-    "memory_gb", "country", "bare_metal", "price_floor", "source_url",
+    "price_per",
+    "gpu_slug",
+    "gpu_name_raw",
+    "gpu_count",
+    "gpu_memory_gb",
+    "vcpus",
+    "memory_gb",
+    "country",
+    "bare_metal",
+    "price_floor",
+    "source_url",
 )
 
 Key = tuple[str, str, str, str, str]
@@ -116,9 +125,13 @@ class IngestResult:
     @property
     def counts(self) -> dict[str, int]:
         return {
-            "seen": self.seen, "added": self.added, "changed": self.changed,
-            "withdrawn": self.withdrawn, "updated": self.updated,
-            "rejected": self.rejected, "unmapped": self.unmapped,
+            "seen": self.seen,
+            "added": self.added,
+            "changed": self.changed,
+            "withdrawn": self.withdrawn,
+            "updated": self.updated,
+            "rejected": self.rejected,
+            "unmapped": self.unmapped,
         }
 
 
@@ -136,10 +149,19 @@ def start_crawl_run(
     with writer(engine).begin() as conn:
         result = conn.execute(
             insert(RUN).values(
-                source=source, trigger=trigger, started_at=utcnow(),
-                status=CrawlStatus.running.value, parser_version=parser_version,
-                source_urls=[], seen=0, added=0, changed=0, withdrawn=0, updated=0,
-                rejected=0, unmapped=0,
+                source=source,
+                trigger=trigger,
+                started_at=utcnow(),
+                status=CrawlStatus.running.value,
+                parser_version=parser_version,
+                source_urls=[],
+                seen=0,
+                added=0,
+                changed=0,
+                withdrawn=0,
+                updated=0,
+                rejected=0,
+                unmapped=0,
             )
         )
         run_id = result.inserted_primary_key[0] if result.inserted_primary_key else None
@@ -163,9 +185,15 @@ def finish_crawl_run(
     with writer(engine).begin() as conn:
         _store_payloads(conn, run_id, list(payloads))
         conn.execute(
-            update(RUN).where(RUN.c.id == run_id).values(
-                status=status.value, reason=_clip(reason, 200), error=_clip(error, 4000),
-                log=_clip(log, 100000), finished_at=utcnow(), source_urls=list(source_urls),
+            update(RUN)
+            .where(RUN.c.id == run_id)
+            .values(
+                status=status.value,
+                reason=_clip(reason, 200),
+                error=_clip(error, 4000),
+                log=_clip(log, 100000),
+                finished_at=utcnow(),
+                source_urls=list(source_urls),
             )
         )
 
@@ -215,7 +243,9 @@ def _validate(crawl: CrawlResult) -> _Validated:
         try:
             record = item if isinstance(item, OfferRecord) else OfferRecord.model_validate(item)
         except ValidationError as exc:
-            rejections.append(Rejection(position, describe_validation_error(exc), _safe_excerpt(item)))
+            rejections.append(
+                Rejection(position, describe_validation_error(exc), _safe_excerpt(item))
+            )
             key = _loose_key(item, crawl.source)
             if key:
                 protected.add(key)
@@ -233,7 +263,9 @@ def _validate(crawl: CrawlResult) -> _Validated:
         if key in seen:
             if seen[key] != record.amount:
                 rejections.append(
-                    Rejection(position, "duplicate offer with a different price", _safe_excerpt(record))
+                    Rejection(
+                        position, "duplicate offer with a different price", _safe_excerpt(record)
+                    )
                 )
                 protected.add(key)
             continue
@@ -270,23 +302,41 @@ def _store_payloads(conn: Connection, run_id: int, payloads: list[Payload]) -> N
     )
     now = utcnow()
     new = [
-        {"sha256": sha, "size": len(p.body), "compressed": zlib.compress(p.body, 6),
-         "content_type": _clip(p.content_type, 200), "first_seen_at": now}
-        for sha, p in by_hash.items() if sha not in existing
+        {
+            "sha256": sha,
+            "size": len(p.body),
+            "compressed": zlib.compress(p.body, 6),
+            "content_type": _clip(p.content_type, 200),
+            "first_seen_at": now,
+        }
+        for sha, p in by_hash.items()
+        if sha not in existing
     ]
     if new:
         conn.execute(insert(PAYLOAD), new)
     conn.execute(
         insert(RUN_PAYLOAD),
-        [{"crawl_run_id": run_id, "sha256": p.sha256, "url": _clip(p.url, 2048) or "",
-          "status_code": p.status_code, "fetched_at": p.fetched_at} for p in payloads],
+        [
+            {
+                "crawl_run_id": run_id,
+                "sha256": p.sha256,
+                "url": _clip(p.url, 2048) or "",
+                "status_code": p.status_code,
+                "fetched_at": p.fetched_at,
+            }
+            for p in payloads
+        ],
     )
 
 
 def _store_rejections(conn: Connection, run_id: int, rejections: list[Rejection]) -> None:
     rows = [
-        {"crawl_run_id": run_id, "position": r.position, "reason": _clip(r.reason, 1000) or "",
-         "record": dict(r.record) if r.record is not None else None}
+        {
+            "crawl_run_id": run_id,
+            "position": r.position,
+            "reason": _clip(r.reason, 1000) or "",
+            "record": dict(r.record) if r.record is not None else None,
+        }
         for r in rejections[:MAX_STORED_REJECTIONS]
     ]
     if rows:
@@ -302,14 +352,22 @@ def _store_unmapped(
         updated = conn.execute(
             update(UNMAPPED)
             .where(UNMAPPED.c.kind == kind, UNMAPPED.c.source == source, UNMAPPED.c.value == value)
-            .values(occurrences=UNMAPPED.c.occurrences + count, last_seen_at=now,
-                    last_crawl_run_id=run_id)
+            .values(
+                occurrences=UNMAPPED.c.occurrences + count,
+                last_seen_at=now,
+                last_crawl_run_id=run_id,
+            )
         )
         if not updated.rowcount:
             conn.execute(
                 insert(UNMAPPED).values(
-                    kind=kind, source=source, value=value, occurrences=count,
-                    first_seen_at=now, last_seen_at=now, last_crawl_run_id=run_id,
+                    kind=kind,
+                    source=source,
+                    value=value,
+                    occurrences=count,
+                    first_seen_at=now,
+                    last_seen_at=now,
+                    last_crawl_run_id=run_id,
                 )
             )
 
@@ -333,11 +391,15 @@ class _Reference:
     @classmethod
     def load(cls, conn: Connection) -> _Reference:
         return cls(
-            aliases={a: s for a, s in conn.execute(select(ALIAS.c.alias, ALIAS.c.gpu_slug))},
+            aliases={a: slug for a, slug in conn.execute(select(ALIAS.c.alias, ALIAS.c.gpu_slug))},  # noqa: C416
             gpu_slugs=set(conn.execute(select(GPU.c.slug)).scalars()),
             providers=set(conn.execute(select(PROVIDER.c.slug)).scalars()),
-            regions={(p, c): cc for p, c, cc in conn.execute(
-                select(REGION.c.provider, REGION.c.code, REGION.c.country))},
+            regions={
+                (p, c): cc
+                for p, c, cc in conn.execute(
+                    select(REGION.c.provider, REGION.c.code, REGION.c.country)
+                )
+            },
         )
 
 
@@ -361,8 +423,7 @@ def ingest(
     now = now or utcnow()
     with writer(engine).begin() as conn:
         _lock(conn)
-        result = _apply(conn, settings, crawl, validated, crawl_run_id, now)
-    return result
+        return _apply(conn, settings, crawl, validated, crawl_run_id, now)
 
 
 def _apply(
@@ -375,8 +436,11 @@ def _apply(
 ) -> IngestResult:
     records = validated.records
     result = IngestResult(
-        crawl_run_id=run_id, status=CrawlStatus.ok, seen=len(records),
-        rejected=len(validated.rejections), rejections=validated.rejections,
+        crawl_run_id=run_id,
+        status=CrawlStatus.ok,
+        seen=len(records),
+        rejected=len(validated.rejections),
+        rejections=validated.rejections,
     )
     _store_payloads(conn, run_id, crawl.payloads)
     _store_rejections(conn, run_id, validated.rejections)
@@ -436,18 +500,34 @@ def _apply(
 
 def _finish(conn: Connection, crawl: CrawlResult, result: IngestResult, now: datetime) -> None:
     conn.execute(
-        update(RUN).where(RUN.c.id == result.crawl_run_id).values(
-            status=result.status.value, reason=_clip(result.reason, 200), finished_at=now,
-            catalog_version=result.catalog_version, source_urls=list(crawl.source_urls),
-            log=_clip(crawl.log, 100000), **result.counts,
+        update(RUN)
+        .where(RUN.c.id == result.crawl_run_id)
+        .values(
+            status=result.status.value,
+            reason=_clip(result.reason, 200),
+            finished_at=now,
+            catalog_version=result.catalog_version,
+            source_urls=list(crawl.source_urls),
+            log=_clip(crawl.log, 100000),
+            **result.counts,
         )
     )
 
 
 def _load_current(conn: Connection, source: str) -> dict[Key, dict[str, Any]]:
-    columns = [OFFER.c.id, OFFER.c.provider, OFFER.c.sku, OFFER.c.region, OFFER.c.price_kind,
-               OFFER.c.unit, OFFER.c.status, OFFER.c.amount, OFFER.c.currency,
-               OFFER.c.observation_id, *[OFFER.c[name] for name in ATTRIBUTES]]
+    columns = [
+        OFFER.c.id,
+        OFFER.c.provider,
+        OFFER.c.sku,
+        OFFER.c.region,
+        OFFER.c.price_kind,
+        OFFER.c.unit,
+        OFFER.c.status,
+        OFFER.c.amount,
+        OFFER.c.currency,
+        OFFER.c.observation_id,
+        *[OFFER.c[name] for name in ATTRIBUTES],
+    ]
     current: dict[Key, dict[str, Any]] = {}
     for row in conn.execute(select(*columns).where(OFFER.c.source == source)).mappings():
         key = (row["provider"], row["sku"], row["region"], row["price_kind"], row["unit"])
@@ -471,13 +551,14 @@ def _implausible(
         .order_by(RUN.c.id.desc())
         .limit(1)
     ).scalar()
-    if last_good and last_good >= settings.min_offers_for_ratio_check:
-        if Decimal(len(records)) < settings.min_offer_ratio * last_good:
-            share = Decimal(len(records) * 100) / last_good
-            return (
-                f"offer count dropped from {last_good} to {len(records)} "
-                f"({share:.0f} % < {settings.min_offer_ratio * 100:.0f} %)"
-            )
+    last_good = int(last_good or 0)
+    enough_history = last_good >= max(1, settings.min_offers_for_ratio_check)
+    if enough_history and Decimal(len(records)) < settings.min_offer_ratio * last_good:
+        share = Decimal(len(records) * 100) / last_good
+        return (
+            f"offer count dropped from {last_good} to {len(records)} "
+            f"({share:.0f} % < {settings.min_offer_ratio * 100:.0f} %)"
+        )
     factor = settings.max_price_factor
     for record in records:
         old = current.get(record.key)
@@ -511,13 +592,23 @@ def _resolve(
         _count(unmapped, UnmappedKind.region, f"{record.provider}/{record.region}")
     country = country or region_country
     return {
-        "source": record.source, "provider": record.provider, "sku": record.sku, "region": record.region,
-        "price_kind": record.price_kind.value, "unit": record.unit.value,
-        "price_per": record.price_per.value, "gpu_slug": gpu_slug,
-        "gpu_name_raw": record.gpu_name_raw, "gpu_count": record.gpu_count,
-        "gpu_memory_gb": record.gpu_memory_gb, "vcpus": record.vcpus,
-        "memory_gb": record.memory_gb, "country": country, "bare_metal": record.bare_metal,
-        "price_floor": record.price_floor, "source_url": record.source_url,
+        "source": record.source,
+        "provider": record.provider,
+        "sku": record.sku,
+        "region": record.region,
+        "price_kind": record.price_kind.value,
+        "unit": record.unit.value,
+        "price_per": record.price_per.value,
+        "gpu_slug": gpu_slug,
+        "gpu_name_raw": record.gpu_name_raw,
+        "gpu_count": record.gpu_count,
+        "gpu_memory_gb": record.gpu_memory_gb,
+        "vcpus": record.vcpus,
+        "memory_gb": record.memory_gb,
+        "country": country,
+        "bare_metal": record.bare_metal,
+        "price_floor": record.price_floor,
+        "source_url": record.source_url,
     }
 
 
@@ -548,16 +639,22 @@ def _ensure_instance_types(conn: Connection, rows: list[dict[str, Any]]) -> None
     if not providers:
         return
     known = set(
-        conn.execute(select(SKU.c.provider, SKU.c.name).where(SKU.c.provider.in_(providers))).tuples()
+        conn.execute(
+            select(SKU.c.provider, SKU.c.name).where(SKU.c.provider.in_(providers))
+        ).all()
     )
     new: dict[tuple[str, str], dict[str, Any]] = {}
     for row in rows:
         key = (row["provider"], row["sku"])
         if key not in known and key not in new:
             new[key] = {
-                "provider": row["provider"], "name": row["sku"], "gpu_slug": row["gpu_slug"],
-                "gpu_count": row["gpu_count"], "vcpus": row["vcpus"],
-                "memory_gb": row["memory_gb"], "bare_metal": row["bare_metal"],
+                "provider": row["provider"],
+                "name": row["sku"],
+                "gpu_slug": row["gpu_slug"],
+                "gpu_count": row["gpu_count"],
+                "vcpus": row["vcpus"],
+                "memory_gb": row["memory_gb"],
+                "bare_metal": row["bare_metal"],
             }
     rows_new = list(new.values())
     for start in range(0, len(rows_new), CHUNK):
@@ -594,49 +691,84 @@ class _Plan:
             usd = q(record.amount * conversion.usd_per_unit)
             hourly_usd = q(hourly * conversion.usd_per_unit)
             gpu_usd = gpu_hourly(hourly_usd, record.gpu_count)
-        self.new_observations.append({
-            "id": obs_id, "offer_id": offer_id, "amount": record.amount,
-            "currency": record.currency, "hourly_amount": hourly, "amount_usd": usd,
-            "hourly_usd": hourly_usd, "gpu_hour_usd": gpu_usd,
-            "fx_rate": conversion.usd_per_unit if conversion else None,
-            "fx_date": conversion.rate_date if conversion else None,
-            "fx_source": conversion.source if conversion else None,
-            "valid_from": self.now, "valid_to": None, "version_from": 0, "version_to": None,
-            "crawl_run_id": self.run_id, "raw_sha256": self.raw_sha256,
-        })
+        self.new_observations.append(
+            {
+                "id": obs_id,
+                "offer_id": offer_id,
+                "amount": record.amount,
+                "currency": record.currency,
+                "hourly_amount": hourly,
+                "amount_usd": usd,
+                "hourly_usd": hourly_usd,
+                "gpu_hour_usd": gpu_usd,
+                "fx_rate": conversion.usd_per_unit if conversion else None,
+                "fx_date": conversion.rate_date if conversion else None,
+                "fx_source": conversion.source if conversion else None,
+                "valid_from": self.now,
+                "valid_to": None,
+                "version_from": 0,
+                "version_to": None,
+                "crawl_run_id": self.run_id,
+                "raw_sha256": self.raw_sha256,
+            }
+        )
         return obs_id
 
     def add(self, row: dict[str, Any], record: OfferRecord) -> None:
         offer_id = self._next_offer
         self._next_offer += 1
         obs_id = self._observation(offer_id, row, record)
-        self.new_offers.append({
-            **row, "id": offer_id, "status": OfferStatus.active.value,
-            "amount": record.amount, "currency": record.currency, "observation_id": obs_id,
-            "first_seen_at": self.now, "last_changed_at": self.now,
-            "withdrawn_at": None, "withdrawn_version": None,
-        })
+        self.new_offers.append(
+            {
+                **row,
+                "id": offer_id,
+                "status": OfferStatus.active.value,
+                "amount": record.amount,
+                "currency": record.currency,
+                "observation_id": obs_id,
+                "first_seen_at": self.now,
+                "last_changed_at": self.now,
+                "withdrawn_at": None,
+                "withdrawn_version": None,
+            }
+        )
         self.added += 1
 
     def change(self, old: dict[str, Any], row: dict[str, Any], record: OfferRecord) -> None:
         self.closed_observations.append(old["observation_id"])
         obs_id = self._observation(old["id"], row, record)
-        self.offer_updates.append({
-            **row, "_id": old["id"], "status": OfferStatus.active.value, "amount": record.amount,
-            "currency": record.currency, "observation_id": obs_id,
-            "last_changed_at": self.now, "withdrawn_at": None, "withdrawn_version": None,
-            "_changed": True,
-        })
+        self.offer_updates.append(
+            {
+                **row,
+                "_id": old["id"],
+                "status": OfferStatus.active.value,
+                "amount": record.amount,
+                "currency": record.currency,
+                "observation_id": obs_id,
+                "last_changed_at": self.now,
+                "withdrawn_at": None,
+                "withdrawn_version": None,
+                "_changed": True,
+            }
+        )
         self.changed += 1
 
     def reopen(self, old: dict[str, Any], row: dict[str, Any], record: OfferRecord) -> None:
         obs_id = self._observation(old["id"], row, record)
-        self.offer_updates.append({
-            **row, "_id": old["id"], "status": OfferStatus.active.value, "amount": record.amount,
-            "currency": record.currency, "observation_id": obs_id,
-            "last_changed_at": self.now, "withdrawn_at": None, "withdrawn_version": None,
-            "_changed": True,
-        })
+        self.offer_updates.append(
+            {
+                **row,
+                "_id": old["id"],
+                "status": OfferStatus.active.value,
+                "amount": record.amount,
+                "currency": record.currency,
+                "observation_id": obs_id,
+                "last_changed_at": self.now,
+                "withdrawn_at": None,
+                "withdrawn_version": None,
+                "_changed": True,
+            }
+        )
         self.added += 1
 
     def touch(self, old: dict[str, Any], row: dict[str, Any]) -> None:
@@ -645,18 +777,32 @@ class _Plan:
 
     def withdraw(self, old: dict[str, Any]) -> None:
         self.closed_observations.append(old["observation_id"])
-        self.offer_updates.append({
-            "_id": old["id"], "status": OfferStatus.withdrawn.value, "withdrawn_at": self.now,
-            "withdrawn_version": 0, "_changed": True, "_withdraw": True,
-        })
+        self.offer_updates.append(
+            {
+                "_id": old["id"],
+                "status": OfferStatus.withdrawn.value,
+                "withdrawn_at": self.now,
+                "withdrawn_version": 0,
+                "_changed": True,
+                "_withdraw": True,
+            }
+        )
         self.withdrawn += 1
 
     def write(self, version: int, source: str) -> None:
         conn = self.conn
-        conn.execute(insert(VERSION).values(
-            id=version, created_at=self.now, source=source, crawl_run_id=self.run_id,
-            added=self.added, changed=self.changed, withdrawn=self.withdrawn, updated=self.updated,
-        ))
+        conn.execute(
+            insert(VERSION).values(
+                id=version,
+                created_at=self.now,
+                source=source,
+                crawl_run_id=self.run_id,
+                added=self.added,
+                changed=self.changed,
+                withdrawn=self.withdrawn,
+                updated=self.updated,
+            )
+        )
         for offer in self.new_offers:
             offer["first_seen_version"] = offer["last_changed_version"] = version
         for obs in self.new_observations:
@@ -666,7 +812,8 @@ class _Plan:
             conn.execute(insert(OFFER), self.new_offers[start : start + CHUNK])
         if self.closed_observations:
             stmt = (
-                update(OBS).where(OBS.c.id == bindparam("_obs"))
+                update(OBS)
+                .where(OBS.c.id == bindparam("_obs"))
                 .values(valid_to=self.now, version_to=version)
             )
             conn.execute(stmt, [{"_obs": i} for i in self.closed_observations])

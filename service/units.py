@@ -26,7 +26,9 @@ def q(value: Decimal) -> Decimal:
     return value.quantize(PLACES, rounding=ROUND_HALF_EVEN).normalize()
 
 
-def instance_hourly(amount: Decimal, unit: Unit, price_per: PricePer, gpu_count: Decimal) -> Decimal:
+def instance_hourly(
+    amount: Decimal, unit: Unit, price_per: PricePer, gpu_count: Decimal
+) -> Decimal:
     """The price of the whole SKU for one hour, in the quoted currency."""
     hourly = amount / HOURS[unit]
     if price_per is PricePer.gpu:

@@ -83,12 +83,23 @@ def _truncate_all(url: str) -> None:
     engine = make_engine(url)
     try:
         with engine.begin() as conn:
-            tables = [r[0] for r in conn.execute(text(
-                "SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
-                "AND tablename <> 'alembic_version'"))]
+            tables = [
+                r[0]
+                for r in conn.execute(
+                    text(
+                        "SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
+                        "AND tablename <> 'alembic_version'"
+                    )
+                )
+            ]
             if tables:
-                conn.execute(text(
-                    "TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " RESTART IDENTITY CASCADE"))
+                conn.execute(
+                    text(
+                        "TRUNCATE "
+                        + ", ".join(f'"{t}"' for t in tables)
+                        + " RESTART IDENTITY CASCADE"
+                    )
+                )
     finally:
         engine.dispose()
 

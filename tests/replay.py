@@ -29,8 +29,11 @@ class Reply:
     @classmethod
     def file(cls, path: Path, content_type: str | None = None, **kwargs: object) -> Reply:
         guessed = content_type or {
-            ".json": "application/json", ".xml": "application/xml", ".html": "text/html",
-            ".csv": "text/csv", ".txt": "text/plain",
+            ".json": "application/json",
+            ".xml": "application/xml",
+            ".html": "text/html",
+            ".csv": "text/csv",
+            ".txt": "text/plain",
         }.get(path.suffix, "application/octet-stream")
         return cls(body=path.read_bytes(), content_type=guessed, **kwargs)  # type: ignore[arg-type]
 

@@ -11,14 +11,15 @@ from schema.fx import FxRate
 from service.config import Settings
 from service.crawl import crawl_source
 from tests.conftest import FIXTURES
-from tests.replay import Reply, ReplayServer
+from tests.replay import ReplayServer, Reply
 
 HIST = "/stats/eurofxref/eurofxref-hist-90d.xml"
 
 
 def _settings(settings: Settings, server: ReplayServer) -> Settings:
-    return settings.model_copy(update={"source_base_urls": {"ecb": server.url},
-                                       "http_max_retries": 2})
+    return settings.model_copy(
+        update={"source_base_urls": {"ecb": server.url}, "http_max_retries": 2}
+    )
 
 
 def test_ecb_feed_stores_rates(engine: Engine, settings: Settings, server: ReplayServer) -> None:

@@ -1,0 +1,52 @@
+# gpuatlas: two commands do everything on a fresh machine.
+#   make run    set up (.venv, install, migrate, reference data, fixture snapshot) and serve on 127.0.0.1:8000
+#   make test   same set-up, then the whole suite (SQLite always; PostgreSQL when reachable, required under CI=true)
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+export GPUATLAS_DATABASE_URL ?= sqlite:///./gpuatlas.db
+PYTEST_ARGS ?=
+
+.PHONY: run test setup install lint format typecheck bench chaos clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+setup: $(STAMP)
+	$(BIN)/gpuatlas db upgrade
+	$(BIN)/gpuatlas reference load
+	$(BIN)/gpuatlas seed
+
+run: setup
+	$(BIN)/gpuatlas serve --host 127.0.0.1 --port 8000
+
+test: setup
+	@pg_url="$$(bash .ci/postgres-url)" || exit 1; \
+	if [ -n "$$pg_url" ]; then echo "PostgreSQL tests on $$pg_url"; else echo "PostgreSQL not reachable: its tests are skipped"; fi; \
+	GPUATLAS_TEST_POSTGRES_URL="$$pg_url" $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	@pg_url="$$(bash .ci/postgres-url)" || exit 1; \
+	GPUATLAS_TEST_POSTGRES_URL="$$pg_url" $(BIN)/python -m tests.bench
+
+clean:
+	rm -rf $(VENV) gpuatlas.db gpuatlas.db-wal gpuatlas.db-shm .pytest_cache .mypy_cache .ruff_cache

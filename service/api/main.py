@@ -1,0 +1,37 @@
+"""The FastAPI application: assembles routers, error handling and the database engine."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from service.api import problems
+from service.api.routes import catalog, health, offers
+from service.config import Settings, get_settings
+from service.db import make_engine
+
+API_DESCRIPTION = """GPU cloud prices and compliance facts, versioned.
+
+Read endpoints are public. Money is exact decimal (JSON strings), times are UTC,
+every price carries its provenance (source, crawl run, raw payload hash, FX rate).
+Errors are RFC 9457 problem details."""
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        app.state.engine.dispose()
+
+    app = FastAPI(title="gpuatlas", version="0.1.0", description=API_DESCRIPTION, lifespan=lifespan)
+    app.state.settings = settings
+    app.state.engine = make_engine(settings.database_url)
+    problems.install(app)
+    app.include_router(health.router)
+    app.include_router(offers.router)
+    app.include_router(catalog.router)
+    return app

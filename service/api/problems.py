@@ -1,0 +1,85 @@
+"""RFC 9457 problem details: the one error shape of every endpoint."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+PROBLEM_TYPE = "https://gpuatlas.dev/problems/"
+
+
+class Problem(Exception):
+    def __init__(
+        self,
+        status: int,
+        title: str,
+        detail: str | None = None,
+        *,
+        kind: str | None = None,
+        invalid_params: list[dict[str, str]] | None = None,
+    ) -> None:
+        super().__init__(detail or title)
+        self.status, self.title, self.detail = status, title, detail
+        self.kind = kind or title.lower().replace(" ", "-")
+        self.invalid_params = invalid_params
+
+
+def problem_response(
+    request: Request,
+    status: int,
+    title: str,
+    detail: str | None,
+    kind: str,
+    invalid_params: list[dict[str, str]] | None = None,
+) -> JSONResponse:
+    body: dict[str, Any] = {
+        "type": PROBLEM_TYPE + kind,
+        "title": title,
+        "status": status,
+        "instance": request.url.path,
+    }
+    if detail:
+        body["detail"] = detail
+    if invalid_params:
+        body["invalid_params"] = invalid_params
+    return JSONResponse(body, status_code=status, media_type="application/problem+json")
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(Problem)
+    async def _problem(request: Request, exc: Problem) -> JSONResponse:
+        return problem_response(
+            request, exc.status, exc.title, exc.detail, exc.kind, exc.invalid_params
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        params = []
+        for error in exc.errors()[:20]:
+            location = [str(p) for p in error.get("loc", ()) if p not in ("query", "path", "body")]
+            params.append(
+                {
+                    "name": ".".join(location) or "request",
+                    "reason": str(error.get("msg", "invalid")),
+                }
+            )
+        names = ", ".join(p["name"] for p in params)
+        return problem_response(
+            request, 422, "Invalid parameter", f"invalid: {names}", "invalid-parameter", params
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        title = {404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "HTTP error")
+        detail = exc.detail if isinstance(exc.detail, str) else None
+        return problem_response(
+            request, exc.status_code, title, detail, title.lower().replace(" ", "-")
+        )
+
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, exc: Exception) -> JSONResponse:
+        return problem_response(request, 500, "Internal error", None, "internal-error")

@@ -1,0 +1,479 @@
+"""The ``gpuatlas`` command: thin Typer wrappers over the same functions the API uses.
+
+Exit codes: 0 ok, 1 error, 2 usage, 3 partial failure (some crawls failed).
+Errors print one line on stderr; ``--debug`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Callable
+from decimal import Decimal
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from service.config import REFERENCE_DIR, Settings, get_settings
+from service.db import DatabaseConfigError, make_engine
+from service.output import Format, emit, emit_jsonl
+
+app = typer.Typer(
+    name="gpuatlas",
+    help="GPU cloud pricing and compliance catalog.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+db_app = typer.Typer(help="Database schema (Alembic migrations).", no_args_is_help=True)
+reference_app = typer.Typer(help="Reviewed reference data.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+app.add_typer(reference_app, name="reference")
+
+err = Console(stderr=True)
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
+_state: dict[str, Any] = {"debug": False}
+F = TypeVar("F", bound=Callable[..., Any])
+
+FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table, json, jsonl or csv")]
+
+
+class CliError(Exception):
+    """A failure meant for people: printed as one line."""
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, DBAPIError):
+        message = str(exc.orig) if exc.orig is not None else str(exc)
+        return f"database error: {message.strip().splitlines()[0]}"
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def handle_errors(func: F) -> F:
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except (typer.Exit, typer.Abort, SystemExit):
+            raise
+        except KeyboardInterrupt:
+            err.print("interrupted")
+            raise typer.Exit(130) from None
+        except Exception as exc:
+            if _state["debug"]:
+                traceback.print_exc()
+            err.print(f"[red]error:[/red] {_one_line(exc)}", markup=True, highlight=False)
+            raise typer.Exit(EXIT_ERROR) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@app.callback()
+def main(
+    debug: Annotated[bool, typer.Option("--debug", help="show tracebacks")] = False,
+) -> None:
+    _state["debug"] = debug
+
+
+def settings() -> Settings:
+    return get_settings()
+
+
+def engine(*, migrated: bool = True) -> Engine:
+    try:
+        eng = make_engine(settings().database_url)
+        if migrated:
+            from service.migrate import is_migrated
+
+            if not is_migrated(eng):
+                raise CliError("the database is not migrated: run `gpuatlas db upgrade`")
+    except OperationalError as exc:
+        raise CliError(
+            f"cannot open database {settings().database_url}: {_one_line(exc)}"
+        ) from None
+    except DatabaseConfigError as exc:
+        raise CliError(str(exc)) from None
+    return eng
+
+
+# ----------------------------------------------------------------------------- db
+
+
+@db_app.command("upgrade")
+@handle_errors
+def db_upgrade(revision: Annotated[str, typer.Argument()] = "head") -> None:
+    """Migrate the database to REVISION (default: head)."""
+    from service.migrate import upgrade
+
+    engine(migrated=False).dispose()
+    upgrade(settings().database_url, revision)
+    err.print(f"database at {revision}")
+
+
+@db_app.command("downgrade")
+@handle_errors
+def db_downgrade(revision: Annotated[str, typer.Argument()]) -> None:
+    """Migrate the database down to REVISION ('base' empties it)."""
+    from service.migrate import downgrade
+
+    downgrade(settings().database_url, revision)
+    err.print(f"database at {revision}")
+
+
+# ----------------------------------------------------------------------------- reference
+
+
+@reference_app.command("load")
+@handle_errors
+def reference_load(
+    directory: Annotated[Path, typer.Option("--dir", help="reference folder")] = REFERENCE_DIR,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Load providers, regions and GPU models (idempotent)."""
+    from service.reference import load_reference
+
+    report = load_reference(engine(), directory)
+    rows = [
+        {"dataset": name, "rows": getattr(report, name), "written": report.changed.get(name, 0)}
+        for name in ("providers", "regions", "gpus", "aliases")
+    ]
+    emit(rows, fmt, title="reference data")
+
+
+# ----------------------------------------------------------------------------- ingest
+
+
+@app.command()
+@handle_errors
+def ingest(
+    source: Annotated[str, typer.Argument(help="source name (may be new, e.g. 'mytool')")],
+    file: Annotated[Path, typer.Option("--file", help="OfferRecords as JSON Lines")],
+    complete: Annotated[
+        bool, typer.Option(help="withdraw offers of SOURCE missing from FILE")
+    ] = True,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Ingest OfferRecords (JSON Lines) as one crawl of SOURCE."""
+    from schema.records import SOURCE_RE
+    from service.snapshot import ingest_jsonl
+
+    if not SOURCE_RE.match(source):
+        raise CliError(f"invalid source name {source!r}: use lowercase letters, digits, '-', ':'")
+    if not file.is_file():
+        raise CliError(f"no such file: {file}")
+    result = ingest_jsonl(engine(), settings(), file, source, complete=complete)
+    _print_result(
+        source, result.status.value, result.reason, result.catalog_version, result.counts, fmt
+    )
+    for rejection in result.rejections[:20]:
+        err.print(f"rejected record {rejection.position}: {rejection.reason}", highlight=False)
+    if result.status.value != "ok":
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+def _print_result(
+    source: str,
+    status: str,
+    reason: str | None,
+    version: int | None,
+    counts: dict[str, int],
+    fmt: Format,
+) -> None:
+    row = {
+        "source": source,
+        "status": f"{status}: {reason}" if reason else status,
+        "version": version,
+        **counts,
+    }
+    emit([row], fmt, title="ingest")
+
+
+# ----------------------------------------------------------------------------- crawl
+
+
+@app.command()
+@handle_errors
+def crawl(
+    sources: Annotated[list[str] | None, typer.Argument(help="source names")] = None,
+    all_sources: Annotated[bool, typer.Option("--all", help="every source")] = False,
+    from_file: Annotated[
+        list[Path] | None, typer.Option("--from-file", help="saved responses to parse")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="print records; no network, no database")
+    ] = False,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Fetch (or parse saved files) and ingest one source, several, or --all."""
+    from crawlers.registry import all_sources as registry
+    from service.crawl import crawl_source
+
+    names = list(registry()) if all_sources else list(sources or [])
+    if not names:
+        raise typer.BadParameter("name a SOURCE or use --all")
+    unknown = [n for n in names if n not in registry()]
+    if unknown:
+        raise CliError(f"unknown source {unknown[0]!r}; `gpuatlas sources` lists them")
+    if from_file and len(names) != 1:
+        raise typer.BadParameter("--from-file takes exactly one SOURCE")
+    for path in from_file or []:
+        if not path.is_file():
+            raise CliError(f"no such file: {path}")
+    if dry_run and not from_file:
+        raise typer.BadParameter("--dry-run needs --from-file (it never touches the network)")
+    eng = None if dry_run else engine()
+    reports = []
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(
+        TextColumn("{task.description:<24}"),
+        BarColumn(),
+        TextColumn("{task.fields[info]}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+        disable=fmt is not Format.table,
+    )
+    with progress:
+        for name in names:
+            task = progress.add_task(name, total=None, info="")
+
+            def on_page(pages: int, records: int, task: Any = task) -> None:
+                progress.update(task, info=f"{pages} pages, {records} records")
+
+            report = crawl_source(
+                eng, settings(), name, from_files=from_file, dry_run=dry_run, on_page=on_page
+            )
+            progress.update(task, total=1, completed=1, info=report.label)
+            reports.append(report)
+    if dry_run:
+        rows = [r.model_dump(mode="json") for rep in reports for r in rep.records]
+        if fmt in (Format.jsonl, Format.table):
+            emit_jsonl(rows)
+        else:
+            emit(rows, fmt)
+        for rep in reports:
+            for rejection in rep.rejections[:20]:
+                err.print(f"rejected {rejection.position}: {rejection.reason}", highlight=False)
+    else:
+        columns = [
+            "source",
+            "status",
+            "version",
+            "seen",
+            "added",
+            "changed",
+            "withdrawn",
+            "rejected",
+            "unmapped",
+            "seconds",
+        ]
+        rows = [
+            {
+                "source": r.source,
+                "status": r.label,
+                "version": r.catalog_version,
+                **r.counts,
+                "seconds": round(r.seconds, 2),
+            }
+            for r in reports
+        ]
+        emit(rows, Format.table if fmt is Format.jsonl else fmt, columns, title="crawl summary")
+    if any(r.status.value in ("failed", "quarantined") for r in reports):
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+@app.command("sources")
+@handle_errors
+def sources_cmd(fmt: FormatOpt = Format.table) -> None:
+    """List every source with its kind, provider and schedule."""
+    from crawlers.registry import all_sources as registry
+
+    rows = [
+        {
+            "source": name,
+            "provider": getattr(cls, "provider", None),
+            "kind": getattr(cls, "kind", None),
+            "schedule": getattr(cls, "schedule", None),
+            "credential": getattr(cls, "credential", None),
+        }
+        for name, cls in registry().items()
+    ]
+    emit(rows, fmt, title="sources")
+
+
+# ----------------------------------------------------------------------------- queries
+
+
+@app.command()
+@handle_errors
+def versions(
+    limit: Annotated[int, typer.Option(min=1, max=10000)] = 20, fmt: FormatOpt = Format.table
+) -> None:
+    """Catalog versions, newest first."""
+    from service.queries import list_versions
+
+    with engine().connect() as conn:
+        rows = list_versions(conn, limit)
+    emit(
+        rows,
+        fmt,
+        ["id", "created_at", "source", "added", "changed", "withdrawn", "updated", "crawl_run_id"],
+        title="catalog versions",
+    )
+
+
+@app.command()
+@handle_errors
+def offers(
+    gpu: Annotated[str | None, typer.Option(help="GPU slug or family, e.g. h100")] = None,
+    provider: Annotated[str | None, typer.Option()] = None,
+    country: Annotated[str | None, typer.Option(help="ISO 3166 alpha-2")] = None,
+    price_kind: Annotated[str | None, typer.Option("--price-kind")] = None,
+    source: Annotated[str | None, typer.Option()] = None,
+    min_gpus: Annotated[float | None, typer.Option("--min-gpus")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=100000)] = 50,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Current offers, cheapest per GPU-hour (USD) first."""
+    from schema.enums import PriceKind
+    from service.queries import OfferFilters, list_offers
+
+    if price_kind and price_kind not in PriceKind.__members__:
+        raise typer.BadParameter(
+            f"unknown price kind {price_kind!r} (one of {', '.join(PriceKind.__members__)})",
+            param_hint="--price-kind",
+        )
+    if country and (len(country) != 2 or not country.isalpha()):
+        raise typer.BadParameter("use an ISO 3166 alpha-2 code, e.g. DE", param_hint="--country")
+    filters = OfferFilters(
+        gpu=gpu,
+        provider=provider,
+        country=country,
+        price_kind=price_kind,
+        source=source,
+        min_gpus=Decimal(str(min_gpus)) if min_gpus is not None else None,
+    )
+    with engine().connect() as conn:
+        rows = list_offers(conn, filters, limit)
+    columns = [
+        "id",
+        "provider",
+        "sku",
+        "region",
+        "country",
+        "gpu_slug",
+        "gpu_count",
+        "price_kind",
+        "amount",
+        "currency",
+        "unit",
+        "gpu_hour_usd",
+        "source",
+    ]
+    if fmt is not Format.table:
+        columns += ["hourly_usd", "amount_usd", "fx_rate", "last_changed_at", "crawl_run_id"]
+    emit(rows, fmt, columns, title="offers (USD per GPU-hour ascending)")
+
+
+@app.command()
+@handle_errors
+def history(
+    offer_id: Annotated[int, typer.Argument(help="offer id")], fmt: FormatOpt = Format.table
+) -> None:
+    """An offer's price history, oldest first, with provenance."""
+    from service.queries import NotFound, offer_history
+
+    with engine().connect() as conn:
+        try:
+            rows = offer_history(conn, offer_id)
+        except NotFound as exc:
+            raise CliError(str(exc)) from None
+    emit(
+        rows,
+        fmt,
+        [
+            "valid_from",
+            "valid_to",
+            "amount",
+            "currency",
+            "gpu_hour_usd",
+            "fx_rate",
+            "version_from",
+            "version_to",
+            "crawl_run_id",
+        ],
+        title=f"offer {offer_id}",
+    )
+
+
+@app.command()
+@handle_errors
+def runs(
+    source: Annotated[str | None, typer.Option()] = None,
+    limit: Annotated[int, typer.Option(min=1, max=10000)] = 20,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Crawl runs, newest first, with status and counts."""
+    from service.queries import list_crawl_runs
+
+    with engine().connect() as conn:
+        rows = list_crawl_runs(conn, source, limit)
+    emit(rows, fmt, title="crawl runs")
+
+
+# ----------------------------------------------------------------------------- seed & serve
+
+
+@app.command()
+@handle_errors
+def seed(fmt: FormatOpt = Format.table) -> None:
+    """Load reference data and replay every source's bundled fixtures into the catalog."""
+    from service.seed import seed_catalog
+
+    reports = seed_catalog(engine(), settings())
+    rows = [
+        {"source": r.source, "status": r.label, "version": r.catalog_version, **r.counts}
+        for r in reports
+    ]
+    emit(
+        rows,
+        fmt,
+        ["source", "status", "version", "seen", "added", "changed", "rejected"],
+        title="seed",
+    )
+
+
+@app.command()
+@handle_errors
+def serve(
+    host: Annotated[str | None, typer.Option(help="bind address")] = None,
+    port: Annotated[int | None, typer.Option(min=1, max=65535)] = None,
+) -> None:
+    """Serve the API (and, unless disabled, the scheduler)."""
+    import uvicorn
+
+    engine().dispose()
+    config = settings()
+    uvicorn.run(
+        "service.api.main:create_app",
+        factory=True,
+        host=host or config.host,
+        port=port or config.port,
+        log_level="info",
+        proxy_headers=False,
+    )
+
+
+def run() -> None:  # pragma: no cover
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(app())

@@ -1,0 +1,311 @@
+"""Load reviewed reference data (``fixtures/reference/*.yaml``) into the catalog.
+
+Every row carries its ``source`` URL and ``checked`` date. Loading is idempotent: rows
+are upserted by their natural key, aliases are rebuilt, and a second load of the same
+files changes nothing. A bad row stops the load with an error naming file, row and field;
+nothing is written in that case.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
+from sqlalchemy import Connection, Engine, Table, delete, select, update
+from sqlalchemy import insert as sa_insert
+
+from schema.catalog import GpuAlias, GpuModel, Provider, Region
+from schema.codes import country_codes
+from schema.names import gpu_alias_key
+from schema.records import SLUG_RE, describe_validation_error
+from service.db import writer
+
+PROVIDER = Provider.__table__  # type: ignore[attr-defined]
+REGION = Region.__table__  # type: ignore[attr-defined]
+GPU = GpuModel.__table__  # type: ignore[attr-defined]
+ALIAS = GpuAlias.__table__  # type: ignore[attr-defined]
+
+
+class ReferenceError(Exception):
+    """A reference file or row is invalid; the message names where."""
+
+
+class _Row(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    source: str = Field(min_length=4)
+    checked: date
+    notes: str | None = None
+
+
+def _country(value: str) -> str:
+    code = value.upper()
+    if code not in country_codes():
+        raise ValueError(f"unknown ISO 3166-1 alpha-2 country {value!r}")
+    return code
+
+
+def _slug(value: str) -> str:
+    if not SLUG_RE.match(value):
+        raise ValueError(f"{value!r} is not a lowercase slug")
+    return value
+
+
+Slug = Annotated[str, AfterValidator(_slug)]
+Country = Annotated[str, AfterValidator(_country)]
+
+
+class ProviderRow(_Row):
+    slug: Slug
+    name: str
+    hq_country: Country | None
+    kind: Literal["hyperscaler", "gpu_cloud", "marketplace"]
+    status: Literal["active", "retired"] = "active"
+    website: str | None = None
+    pricing_url: str | None = None
+
+
+class RegionRow(_Row):
+    provider: str
+    code: str = Field(min_length=1, max_length=100)
+    name: str | None = None
+    country: Country
+    city: str | None = None
+
+    @field_validator("code", mode="before")
+    @classmethod
+    def _code_text(cls, value: Any) -> str:
+        return str(value)
+
+
+class GpuRow(_Row):
+    slug: Slug
+    vendor: str
+    name: str
+    family: str
+    memory_gb: Decimal | None = None
+    memory_type: str | None = None
+    memory_bandwidth_tbps: Decimal | None = None
+    tflops: dict[Literal["fp64", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"], Decimal | None] = (
+        Field(default_factory=dict)
+    )
+    die_area_mm2: Decimal | None = None
+    interconnect: str | None = None
+    form_factor: str | None = None
+    data_center: bool = True
+    tdp_w: int | None = None
+    launch_year: int | None = None
+    aliases: list[str] = Field(default_factory=list)
+
+    @field_validator("memory_gb", "memory_bandwidth_tbps", "die_area_mm2", mode="before")
+    @classmethod
+    def _no_float(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, float) else value
+
+    @field_validator("tflops", mode="before")
+    @classmethod
+    def _tflops_text(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: (str(v) if isinstance(v, float) else v) for k, v in value.items()}
+        return value
+
+
+@dataclass
+class LoadReport:
+    providers: int = 0
+    regions: int = 0
+    gpus: int = 0
+    aliases: int = 0
+    changed: dict[str, int] = field(default_factory=dict)
+
+
+def _read_rows(path: Path, key: str, model: type[_Row]) -> list[Any]:
+    if not path.exists():
+        raise ReferenceError(f"{path.name}: file not found at {path}")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ReferenceError(f"{path.name}: not valid YAML: {exc}".splitlines()[0]) from None
+    if not isinstance(data, dict) or not isinstance(data.get(key), list):
+        raise ReferenceError(f"{path.name}: expected a top-level '{key}:' list")
+    rows = []
+    for index, item in enumerate(data[key], start=1):
+        label = item.get("slug") or item.get("code") if isinstance(item, dict) else None
+        try:
+            rows.append(model.model_validate(item))
+        except ValidationError as exc:
+            where = f"{path.name} row {index}" + (f" ({label})" if label else "")
+            raise ReferenceError(f"{where}: {describe_validation_error(exc)}") from None
+    return rows
+
+
+def read_reference(directory: Path) -> tuple[list[ProviderRow], list[RegionRow], list[GpuRow]]:
+    providers = _read_rows(directory / "providers.yaml", "providers", ProviderRow)
+    regions = _read_rows(directory / "regions.yaml", "regions", RegionRow)
+    gpus = _read_rows(directory / "gpus.yaml", "gpus", GpuRow)
+    _check_unique(providers, lambda r: r.slug, "providers.yaml", "slug")
+    _check_unique(regions, lambda r: (r.provider, r.code), "regions.yaml", "provider/code")
+    _check_unique(gpus, lambda r: r.slug, "gpus.yaml", "slug")
+    slugs = {p.slug for p in providers}
+    for index, region in enumerate(regions, start=1):
+        if region.provider not in slugs:
+            raise ReferenceError(
+                f"regions.yaml row {index} ({region.code}): unknown provider {region.provider!r}"
+            )
+    return providers, regions, gpus
+
+
+def _check_unique(rows: list[Any], key: Any, file: str, what: str) -> None:
+    seen: dict[Any, int] = {}
+    for index, row in enumerate(rows, start=1):
+        value = key(row)
+        if value in seen:
+            raise ReferenceError(
+                f"{file} row {index}: duplicate {what} {value!r} (first at row {seen[value]})"
+            )
+        seen[value] = index
+
+
+def build_aliases(gpus: list[GpuRow]) -> dict[str, tuple[str, str]]:
+    """Normalized alias -> (slug, spelling). Two models claiming one alias is an error."""
+    aliases: dict[str, tuple[str, str]] = {}
+    for gpu in gpus:
+        for spelling in [gpu.slug, gpu.name, *gpu.aliases]:
+            key = gpu_alias_key(spelling)
+            if not key:
+                continue
+            owner = aliases.get(key)
+            if owner is not None and owner[0] != gpu.slug:
+                raise ReferenceError(
+                    f"gpus.yaml: alias {spelling!r} of {gpu.slug} collides with {owner[0]} "
+                    f"(both normalize to {key!r})"
+                )
+            aliases.setdefault(key, (gpu.slug, spelling))
+    return aliases
+
+
+def load_reference(engine: Engine, directory: Path) -> LoadReport:
+    providers, regions, gpus = read_reference(directory)
+    aliases = build_aliases(gpus)
+    report = LoadReport(len(providers), len(regions), len(gpus), len(aliases))
+    with writer(engine).begin() as conn:
+        report.changed["providers"] = _upsert(
+            conn,
+            PROVIDER,
+            ["slug"],
+            [
+                {
+                    "slug": p.slug,
+                    "name": p.name,
+                    "hq_country": p.hq_country,
+                    "kind": p.kind,
+                    "status": p.status,
+                    "website": p.website,
+                    "pricing_url": p.pricing_url,
+                    "source_url": p.source,
+                    "checked": p.checked,
+                    "notes": p.notes,
+                }
+                for p in providers
+            ],
+        )
+        report.changed["gpus"] = _upsert(conn, GPU, ["slug"], [_gpu_row(g) for g in gpus])
+        report.changed["regions"] = _upsert(
+            conn,
+            REGION,
+            ["provider", "code"],
+            [
+                {
+                    "provider": r.provider,
+                    "code": r.code,
+                    "name": r.name,
+                    "country": r.country,
+                    "city": r.city,
+                    "source_url": r.source,
+                    "checked": r.checked,
+                }
+                for r in regions
+            ],
+        )
+        report.changed["aliases"] = _sync_aliases(conn, aliases)
+    return report
+
+
+def _gpu_row(g: GpuRow) -> dict[str, Any]:
+    row = {
+        "slug": g.slug,
+        "vendor": g.vendor,
+        "name": g.name,
+        "family": g.family,
+        "memory_gb": g.memory_gb,
+        "memory_type": g.memory_type,
+        "memory_bandwidth_tbps": g.memory_bandwidth_tbps,
+        "die_area_mm2": g.die_area_mm2,
+        "interconnect": g.interconnect,
+        "form_factor": g.form_factor,
+        "data_center": g.data_center,
+        "tdp_w": g.tdp_w,
+        "launch_year": g.launch_year,
+        "source_url": g.source[:1000],
+        "checked": g.checked,
+        "notes": g.notes,
+    }
+    for precision in ("fp64", "tf32", "bf16", "fp16", "fp8", "fp4"):
+        row[f"tflops_{precision}"] = g.tflops.get(precision)  # type: ignore[call-overload]
+    row["tops_int8"] = g.tflops.get("int8")
+    return row
+
+
+def _upsert(conn: Connection, table: Table, keys: list[str], rows: list[dict[str, Any]]) -> int:
+    """Insert new rows, update rows whose values differ; returns how many were written."""
+    columns = list(rows[0]) if rows else []
+    existing = (
+        {
+            tuple(r[k] for k in keys): dict(r)
+            for r in conn.execute(select(*[table.c[c] for c in columns])).mappings()
+        }
+        if rows
+        else {}
+    )
+    written = 0
+    for row in rows:
+        key = tuple(row[k] for k in keys)
+        old = existing.get(key)
+        if old is None:
+            conn.execute(sa_insert(table).values(**row))
+            written += 1
+        elif any(old[c] != row[c] for c in columns):
+            condition = [table.c[k] == row[k] for k in keys]
+            conn.execute(update(table).where(*condition).values(**row))
+            written += 1
+    return written
+
+
+def _sync_aliases(conn: Connection, aliases: dict[str, tuple[str, str]]) -> int:
+    existing = {
+        a: (s, sp)
+        for a, s, sp in conn.execute(select(ALIAS.c.alias, ALIAS.c.gpu_slug, ALIAS.c.spelling))
+    }
+    if existing == aliases:
+        return 0
+    conn.execute(delete(ALIAS))
+    conn.execute(
+        sa_insert(ALIAS),
+        [
+            {"alias": a, "gpu_slug": slug, "spelling": spelling[:200]}
+            for a, (slug, spelling) in aliases.items()
+        ],
+    )
+    return len(aliases)

@@ -1,0 +1,69 @@
+"""OfferRecords as JSON Lines: read a file (bad lines rejected, never fatal) and ingest it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+from sqlalchemy import Engine
+
+from service.config import Settings
+from service.ingest import CrawlResult, IngestResult, Payload, Rejection, ingest
+
+MAX_LINE_BYTES = 1 << 20
+
+
+def read_jsonl(path: Path, source: str) -> tuple[list[Any], list[Rejection]]:
+    """Each line's object (``source`` filled in when absent) and one rejection per bad line."""
+    records: list[Any] = []
+    rejections: list[Rejection] = []
+    with path.open("rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            position = number - 1
+            if len(line) > MAX_LINE_BYTES:
+                rejections.append(
+                    Rejection(position, f"line {number}: longer than {MAX_LINE_BYTES} bytes")
+                )
+                continue
+            try:
+                value = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                rejections.append(Rejection(position, f"line {number}: invalid JSON ({exc})"))
+                continue
+            if isinstance(value, dict):
+                value.setdefault("source", source)
+            records.append(value)
+    return records, rejections
+
+
+def ingest_jsonl(
+    engine: Engine,
+    settings: Settings,
+    path: Path,
+    source: str | None = None,
+    *,
+    complete: bool = True,
+    trigger: str = "cli:ingest",
+) -> IngestResult:
+    """Ingest a JSON Lines file as one crawl of ``source`` (default: the file's stem)."""
+    source = source or path.stem
+    records, rejections = read_jsonl(path, source)
+    url = path.resolve().as_uri()
+    payload = Payload(url, path.read_bytes(), datetime.now(UTC), "application/jsonl")
+    return ingest(
+        engine,
+        settings,
+        CrawlResult(
+            source=source,
+            records=records,
+            rejections=rejections,
+            payloads=[payload],
+            source_urls=[url],
+            complete=complete,
+            trigger=trigger,
+        ),
+    )

@@ -1,0 +1,75 @@
+"""The OfferRecord interchange format: valid records pass, each kind of bad input says why."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from pydantic import ValidationError
+
+from schema.records import OfferRecord, describe_validation_error
+from tests.factories import record
+
+
+def reason(**overrides: object) -> str:
+    with pytest.raises(ValidationError) as info:
+        OfferRecord.model_validate(record(**overrides))
+    return describe_validation_error(info.value)
+
+
+def test_valid_record_normalizes_codes_and_keeps_exact_decimals() -> None:
+    r = OfferRecord.model_validate(record(currency="eur", country="de", amount="2.4900"))
+    assert r.currency == "EUR" and r.country == "DE"
+    assert r.amount == Decimal("2.4900") and isinstance(r.amount, Decimal)
+    assert r.key == ("acme", "gpu-0", "r0", "on_demand", "hour")
+
+
+def test_fractional_gpu_count_is_allowed() -> None:
+    assert OfferRecord.model_validate(record(gpu_count="0.25")).gpu_count == Decimal("0.25")
+
+
+def test_json_number_amount_uses_its_shortest_text_not_binary_float() -> None:
+    assert OfferRecord.model_validate(record(amount=2.49)).amount == Decimal("2.49")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"amount": "-1"}, "amount: price must be positive"),
+        ({"amount": "0"}, "amount: price must be positive"),
+        ({"amount": "abc"}, "amount: unparseable amount"),
+        ({"amount": "NaN"}, "amount: amount must be finite"),
+        ({"amount": "1e400"}, "amount"),
+        ({"amount": True}, "amount: a boolean is not a number"),
+        ({"amount": "0.000000000001"}, "amount: more than 10 decimal places"),
+        ({"currency": "XYZ"}, "currency: unknown ISO 4217 currency"),
+        ({"country": "ZZ"}, "country: unknown ISO 3166-1 alpha-2 country"),
+        ({"price_kind": "forever"}, "price_kind"),
+        ({"unit": "fortnight"}, "unit"),
+        ({"gpu_count": "0"}, "gpu_count"),
+        ({"provider": "Bad Provider!"}, "provider: must be a lowercase slug"),
+        ({"sku": ""}, "sku"),
+        ({"sku": "x" * 201}, "sku"),
+        ({"sku": "evil\x00name"}, "sku: contains control"),
+        ({"sku": "abc\u202egnp.exe"}, "sku: contains control"),
+        ({"source_url": "javascript:alert(1)"}, "source_url"),
+        ({"surprise": 1}, "surprise: Extra inputs are not permitted"),
+        ({"gpu_name_raw": None}, "either gpu_model or gpu_name_raw"),
+    ],
+)
+def test_each_invalid_field_is_rejected_with_a_reason(overrides: dict, expected: str) -> None:
+    assert expected in reason(**overrides)
+
+
+def test_missing_required_fields_are_named() -> None:
+    bad = record()
+    del bad["amount"], bad["currency"]
+    with pytest.raises(ValidationError) as info:
+        OfferRecord.model_validate(bad)
+    text = describe_validation_error(info.value)
+    assert "amount: Field required" in text and "currency: Field required" in text
+
+
+def test_html_in_names_is_kept_as_text_not_interpreted() -> None:
+    r = OfferRecord.model_validate(record(sku="<script>alert(1)</script>"))
+    assert r.sku == "<script>alert(1)</script>"
