@@ -32,7 +32,9 @@ def record(i: int = 0, **overrides: Any) -> dict[str, Any]:
     return base
 
 
-def records(n: int, *, source: str = "acme", bump_every: int = 0, **overrides: Any) -> list[dict[str, Any]]:
+def records(
+    n: int, *, source: str = "acme", bump_every: int = 0, **overrides: Any
+) -> list[dict[str, Any]]:
     out = []
     for i in range(n):
         item = record(i, source=source, **overrides)
@@ -47,16 +49,21 @@ def catalog_state(engine: Engine) -> dict[str, Any]:
     with engine.connect() as conn:
         offers = sorted(
             (r.id, r.sku, r.region, str(r.amount), r.status)
-            for r in conn.execute(select(OFFER.c.id, OFFER.c.sku, OFFER.c.region, OFFER.c.amount,
-                                         OFFER.c.status))
+            for r in conn.execute(
+                select(OFFER.c.id, OFFER.c.sku, OFFER.c.region, OFFER.c.amount, OFFER.c.status)
+            )
         )
         open_obs = conn.execute(
             select(func.count()).select_from(OBS).where(OBS.c.valid_to.is_(None))
         ).scalar()
         all_obs = conn.execute(select(func.count()).select_from(OBS)).scalar()
         versions = conn.execute(select(func.count()).select_from(VERSION)).scalar()
-    return {"offers": offers, "open_observations": open_obs, "observations": all_obs,
-            "versions": versions}
+    return {
+        "offers": offers,
+        "open_observations": open_obs,
+        "observations": all_obs,
+        "versions": versions,
+    }
 
 
 def check_invariants(engine: Engine) -> None:
@@ -70,11 +77,14 @@ def check_invariants(engine: Engine) -> None:
         ).scalar()
         assert active == open_obs, "every active offer has exactly one open observation"
         orphan = conn.execute(
-            select(func.count()).select_from(OBS).where(OBS.c.version_from.not_in(select(VERSION.c.id)))
+            select(func.count())
+            .select_from(OBS)
+            .where(OBS.c.version_from.not_in(select(VERSION.c.id)))
         ).scalar()
         assert orphan == 0, "every observation belongs to a catalog version"
         mismatched = conn.execute(
-            select(func.count()).select_from(OFFER.join(OBS, OBS.c.id == OFFER.c.observation_id))
+            select(func.count())
+            .select_from(OFFER.join(OBS, OBS.c.id == OFFER.c.observation_id))
             .where(OFFER.c.amount != OBS.c.amount)
         ).scalar()
         assert mismatched == 0, "offer's current amount equals its current observation"

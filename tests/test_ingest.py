@@ -53,7 +53,9 @@ def test_identical_reingest_writes_no_observation_and_no_version(
     assert [tuple(r) for r in runs] == [("ok", 20), ("ok", 20)]
 
 
-def test_price_change_closes_old_observation_and_opens_new(engine: Engine, settings: Settings) -> None:
+def test_price_change_closes_old_observation_and_opens_new(
+    engine: Engine, settings: Settings
+) -> None:
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     ingest(engine, settings, crawl(records(10)), now=t0)
     changed = records(10)
@@ -195,15 +197,22 @@ def test_provenance_raw_payload_is_stored_once_and_referenced(
 
 def test_fx_conversion_uses_the_rate_in_force(engine: Engine, settings: Settings) -> None:
     with writer(engine).begin() as conn:
-        store_rates(conn, [
-            Rate(date(2026, 3, 2), "USD", Decimal("1.0800")),
-            Rate(date(2026, 3, 3), "USD", Decimal("1.1000")),
-            Rate(date(2026, 3, 2), "GBP", Decimal("0.8500")),
-        ], "ecb", None)
+        store_rates(
+            conn,
+            [
+                Rate(date(2026, 3, 2), "USD", Decimal("1.0800")),
+                Rate(date(2026, 3, 3), "USD", Decimal("1.1000")),
+                Rate(date(2026, 3, 2), "GBP", Decimal("0.8500")),
+            ],
+            "ecb",
+            None,
+        )
     when = datetime(2026, 3, 3, 12, tzinfo=UTC)
-    recs = [record(0, currency="EUR", amount="10", gpu_count="4"),
-            record(1, currency="GBP", amount="10", gpu_count="1"),
-            record(2, currency="JPY", amount="1000")]
+    recs = [
+        record(0, currency="EUR", amount="10", gpu_count="4"),
+        record(1, currency="GBP", amount="10", gpu_count="1"),
+        record(2, currency="JPY", amount="1000"),
+    ]
     ingest(engine, settings, crawl(recs), now=when)
     with engine.connect() as conn:
         rows = {r.currency: r for r in conn.execute(select(OBS))}
@@ -217,9 +226,11 @@ def test_fx_conversion_uses_the_rate_in_force(engine: Engine, settings: Settings
 
 
 def test_monthly_and_per_gpu_prices_give_per_gpu_hour(engine: Engine, settings: Settings) -> None:
-    recs = [record(0, unit="month", price_kind="monthly", amount="730", gpu_count="2"),
-            record(1, price_per="gpu", amount="2.5", gpu_count="8"),
-            record(2, unit="term_1y", price_kind="reserved_1y", amount="87600", gpu_count="1")]
+    recs = [
+        record(0, unit="month", price_kind="monthly", amount="730", gpu_count="2"),
+        record(1, price_per="gpu", amount="2.5", gpu_count="8"),
+        record(2, unit="term_1y", price_kind="reserved_1y", amount="87600", gpu_count="1"),
+    ]
     ingest(engine, settings, crawl(recs))
     with engine.connect() as conn:
         rows = {r.offer_id: r for r in conn.execute(select(OBS))}
