@@ -35,7 +35,7 @@ reference_app = typer.Typer(help="Reviewed reference data.", no_args_is_help=Tru
 app.add_typer(db_app, name="db")
 app.add_typer(reference_app, name="reference")
 
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
 _state: dict[str, Any] = {"debug": False}
 F = TypeVar("F", bound=Callable[..., Any])
@@ -45,6 +45,10 @@ FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table, json, 
 
 class CliError(Exception):
     """A failure meant for people: printed as one line."""
+
+
+class UsageProblem(Exception):
+    """The command was called wrongly: one line, exit code 2."""
 
 
 def _one_line(exc: BaseException) -> str:
@@ -62,6 +66,9 @@ def handle_errors(func: F) -> F:
             return func(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):
             raise
+        except UsageProblem as exc:
+            err.print(f"[red]usage error:[/red] {exc}", markup=True, highlight=False)
+            raise typer.Exit(EXIT_USAGE) from None
         except KeyboardInterrupt:
             err.print("interrupted")
             raise typer.Exit(130) from None
@@ -70,6 +77,10 @@ def handle_errors(func: F) -> F:
                 traceback.print_exc()
             err.print(f"[red]error:[/red] {_one_line(exc)}", markup=True, highlight=False)
             raise typer.Exit(EXIT_ERROR) from None
+        finally:
+            opened = _state.pop("engine", None)
+            if opened is not None:
+                opened.dispose()
 
     return wrapper  # type: ignore[return-value]
 
@@ -86,8 +97,12 @@ def settings() -> Settings:
 
 
 def engine(*, migrated: bool = True) -> Engine:
+    """The process's one engine (disposed when the command ends)."""
+    if _state.get("engine") is not None:
+        return _state["engine"]  # type: ignore[no-any-return]
     try:
         eng = make_engine(settings().database_url)
+        _state["engine"] = eng
         if migrated:
             from service.migrate import is_migrated
 
@@ -111,7 +126,7 @@ def db_upgrade(revision: Annotated[str, typer.Argument()] = "head") -> None:
     """Migrate the database to REVISION (default: head)."""
     from service.migrate import upgrade
 
-    engine(migrated=False).dispose()
+    engine(migrated=False)
     upgrade(settings().database_url, revision)
     err.print(f"database at {revision}")
 
@@ -216,17 +231,17 @@ def crawl(
 
     names = list(registry()) if all_sources else list(sources or [])
     if not names:
-        raise typer.BadParameter("name a SOURCE or use --all")
+        raise UsageProblem("name a SOURCE or use --all")
     unknown = [n for n in names if n not in registry()]
     if unknown:
         raise CliError(f"unknown source {unknown[0]!r}; `gpuatlas sources` lists them")
     if from_file and len(names) != 1:
-        raise typer.BadParameter("--from-file takes exactly one SOURCE")
+        raise UsageProblem("--from-file takes exactly one SOURCE")
     for path in from_file or []:
         if not path.is_file():
             raise CliError(f"no such file: {path}")
     if dry_run and not from_file:
-        raise typer.BadParameter("--dry-run needs --from-file (it never touches the network)")
+        raise UsageProblem("--dry-run needs --from-file (it never touches the network)")
     eng = None if dry_run else engine()
     reports = []
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -346,12 +361,11 @@ def offers(
     from service.queries import OfferFilters, list_offers
 
     if price_kind and price_kind not in PriceKind.__members__:
-        raise typer.BadParameter(
-            f"unknown price kind {price_kind!r} (one of {', '.join(PriceKind.__members__)})",
-            param_hint="--price-kind",
+        raise UsageProblem(
+            f"--price-kind: unknown {price_kind!r} (one of {', '.join(PriceKind.__members__)})"
         )
     if country and (len(country) != 2 or not country.isalpha()):
-        raise typer.BadParameter("use an ISO 3166 alpha-2 code, e.g. DE", param_hint="--country")
+        raise UsageProblem("--country: use an ISO 3166 alpha-2 code, e.g. DE")
     filters = OfferFilters(
         gpu=gpu,
         provider=provider,
@@ -459,7 +473,7 @@ def serve(
     """Serve the API (and, unless disabled, the scheduler)."""
     import uvicorn
 
-    engine().dispose()
+    engine()
     config = settings()
     uvicorn.run(
         "service.api.main:create_app",

@@ -1,0 +1,84 @@
+"""SkyPilot catalog sources: one per SkyPilot cloud, named ``skypilot:<cloud>``.
+
+Each row of the table maps SkyPilot's cloud name to our provider slug and says what the
+file does not: its currency (assumed; recorded on every record), which catalog schema
+version carries the cloud, whether the AvailabilityZone column is the provider's own
+location code, and how to read GpuInfo's memory figure. The parsing is in
+``crawlers/platforms/skypilot.py``.
+
+Not imported: ``gcp`` (its GPU machine types carry no accelerator and the GPUs are priced
+as separate accelerator-only rows; combining them is the first-party GCP source's job),
+``kubernetes`` and ``slurm`` (no public prices), and clouds without a provider in our
+reference data yet (``daytona``, ``lium``, ``spheron``, ``yotta``, ``simplepod``).
+"""
+
+from __future__ import annotations
+
+from crawlers.platforms.skypilot import SkyPilotCatalog, skypilot_source
+
+SOURCES: list[type[SkyPilotCatalog]] = [
+    # hyperscalers (first-party sources exist; listings prefer them, see service/precedence.py)
+    skypilot_source("aws", "aws", note="AvailabilityZone holds AZ ids: prices are per region."),
+    skypilot_source("azure", "azure", version="v6"),
+    skypilot_source("oci", "oracle"),
+    # GPU clouds
+    skypilot_source("lambda", "lambda"),
+    skypilot_source("nebius", "nebius", gpu_memory=None, note="GpuInfo memory is host RAM."),
+    skypilot_source("paperspace", "paperspace", version="v6"),
+    skypilot_source("do", "digitalocean", version="v6"),
+    skypilot_source(
+        "scaleway",
+        "scaleway",
+        currency="EUR",
+        version="v6",
+        region_mode="zone",
+        note="Scaleway bills in EUR; prices are per zone (fr-par-2).",
+    ),
+    skypilot_source(
+        "ovhcloud",
+        "ovhcloud",
+        version="v6",
+        region_mode="zone",
+        note="Scraped from ovhcloud.com/en (international site, USD); zones are GRA11, BHS5...",
+    ),
+    skypilot_source(
+        "seeweb",
+        "seeweb",
+        currency="EUR",
+        note="Seeweb (Italy) bills in EUR; some rows lack a region.",
+    ),
+    skypilot_source("fluidstack", "fluidstack", version="v6"),
+    skypilot_source("cudo", "cudo"),
+    skypilot_source("hyperbolic", "hyperbolic"),
+    skypilot_source("hyperstack", "hyperstack"),
+    skypilot_source("jarvislabs", "jarvislabs"),
+    skypilot_source("mithril", "mithril", note="Formerly Foundry."),
+    skypilot_source("verda", "datacrunch", note="Verda is DataCrunch's new name."),
+    skypilot_source(
+        "runpod",
+        "runpod",
+        region_mode="zone",
+        country_rule="iso-code",
+        gpu_memory=None,
+        note="Region is a country code, AvailabilityZone the data centre; GpuInfo memory is GB.",
+    ),
+    # marketplaces and aggregators
+    skypilot_source(
+        "vast",
+        "vastai",
+        gpu_memory="total",
+        country_rule="vast-location",
+        note="Hosts vary: one instance type in one location may have several prices (floor).",
+    ),
+    skypilot_source(
+        "primeintellect",
+        "primeintellect",
+        region_mode="zone",
+        country_rule="iso-code",
+        gpu_memory="total",
+        note="Aggregator: InstanceType names the upstream cloud.",
+    ),
+    skypilot_source(
+        "shadeform", "shadeform", gpu_memory=None, note="Aggregator; GpuInfo memory is GB."
+    ),
+]
