@@ -51,7 +51,8 @@ class Offer(SQLModel, table=True):
     bare_metal: bool | None = None
     price_floor: bool = False
     source_url: str | None = Field(default=None, max_length=2048)
-    status: str = Field(default="active", max_length=16, index=True)
+    fingerprint: str | None = Field(default=None, max_length=16, description="attributes digest")
+    status: str = Field(default="active", max_length=16)
     amount: Decimal = Field(sa_type=DecimalType, description="current quoted amount")
     currency: str = Field(max_length=3)
     observation_id: int = Field(description="the current (or last) observation")
@@ -83,6 +84,6 @@ class PriceObservation(SQLModel, table=True):
     valid_from: datetime = Field(sa_type=UTCDateTime)
     valid_to: datetime | None = Field(default=None, sa_type=UTCDateTime)
     version_from: int = Field(index=True)
-    version_to: int | None = Field(default=None, index=True)
+    version_to: int | None = None
     crawl_run_id: int = Field(foreign_key="crawl_run.id")
     raw_sha256: str | None = Field(default=None, max_length=64)

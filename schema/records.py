@@ -169,7 +169,7 @@ class OfferRecord(BaseModel):
     @property
     def key(self) -> tuple[str, str, str, str, str]:
         """The identity of the price within its source."""
-        return (self.provider, self.sku, self.region, self.price_kind.value, self.unit.value)
+        return (self.provider, self.sku, self.region, self.price_kind, self.unit)
 
 
 def describe_validation_error(error: ValidationError) -> str:

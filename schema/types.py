@@ -17,9 +17,15 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 
 def decimal_to_text(value: Decimal) -> str:
     """Canonical fixed-point text for a decimal (no exponent, no trailing zeros)."""
-    if not value.is_finite():
+    text = str(value)
+    if text[-1] != "0" and "E" not in text:  # the common case: already canonical
+        if text[-1].isdigit():
+            return text
         raise ValueError(f"non-finite decimal {value!r} cannot be stored")
-    text = format(value, "f")
+    if "E" in text:
+        if not value.is_finite():
+            raise ValueError(f"non-finite decimal {value!r} cannot be stored")
+        text = format(value, "f")
     if "." in text:
         text = text.rstrip("0").rstrip(".")
     return "0" if text in ("-0", "") else text

@@ -485,6 +485,28 @@ def serve(
     )
 
 
+@app.command()
+@handle_errors
+def scheduler() -> None:
+    """Run the scheduler alone (no API): crawls each source on its schedule."""
+    import logging
+    import signal
+    import threading
+
+    from service.scheduler import Leader
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    leader = Leader(engine(), settings())
+    leader.start()
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    signal.signal(signal.SIGINT, lambda *_: done.set())
+    err.print("scheduler running; Ctrl-C stops it")
+    done.wait()
+    leader.stop()
+
+
 def run() -> None:  # pragma: no cover
     app()
 

@@ -30,6 +30,10 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     scheduler_enabled: bool = True
+    schedules: dict[str, str] = Field(
+        default_factory=dict,
+        description='per-source interval override (JSON), e.g. {"vastai": "10m", "aws": "off"}',
+    )
     secret_key: str = "development"  # noqa: S105 (refused outside development)
 
     # ingest plausibility guard

@@ -170,6 +170,7 @@ def crawl_source(
             _ingest_output(engine, settings, dry_run, source_cls, output, report, run_id, trigger)
     except SourceError as exc:
         report.status, report.reason = CrawlStatus.failed, exc.reason
+        output = output or getattr(exc, "output", None)  # pages fetched before the failure
         if run_id is not None and engine is not None:
             finish_crawl_run(
                 engine,
@@ -177,6 +178,7 @@ def crawl_source(
                 CrawlStatus.failed,
                 exc.reason,
                 error=str(exc),
+                log=getattr(exc, "log", None),
                 payloads=_payloads(output) if output else (),
                 source_urls=output.source_urls if output else (),
             )
@@ -232,6 +234,7 @@ def _ingest_output(
             parser_version=source_cls.parser_version,  # type: ignore[attr-defined]
             complete=output.complete,
             trigger=trigger,
+            log=getattr(output, "log", None),
         ),
         crawl_run_id=run_id,
     )

@@ -39,6 +39,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA cache_size=-65536")  # 64 MiB page cache per connection
     cursor.close()
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,6 +28,7 @@ from schema.names import gpu_alias_key
 from schema.prices import CatalogVersion, Offer, PriceObservation
 from schema.records import OfferRecord, describe_validation_error
 from schema.types import utcnow
+from service.bulk import bulk_insert
 from service.config import Settings
 from service.db import writer
 from service.fx import FxTable
@@ -344,7 +346,7 @@ def _store_rejections(conn: Connection, run_id: int, rejections: list[Rejection]
 
 
 def _store_unmapped(
-    conn: Connection, run_id: int, source: str, names: dict[tuple[str, str], int]
+    conn: Connection, run_id: int, source: str, names: Counter[tuple[str, str]]
 ) -> None:
     now = utcnow()
     for (kind, value), count in names.items():
@@ -390,17 +392,78 @@ class _Reference:
 
     @classmethod
     def load(cls, conn: Connection) -> _Reference:
+        alias_rows = conn.execute(select(ALIAS.c.alias, ALIAS.c.gpu_slug))
+        region_rows = conn.execute(select(REGION.c.provider, REGION.c.code, REGION.c.country))
         return cls(
-            aliases={a: slug for a, slug in conn.execute(select(ALIAS.c.alias, ALIAS.c.gpu_slug))},  # noqa: C416
+            aliases={alias: slug for alias, slug in alias_rows},  # noqa: C416 (Result.keys)
             gpu_slugs=set(conn.execute(select(GPU.c.slug)).scalars()),
             providers=set(conn.execute(select(PROVIDER.c.slug)).scalars()),
-            regions={
-                (p, c): cc
-                for p, c, cc in conn.execute(
-                    select(REGION.c.provider, REGION.c.code, REGION.c.country)
-                )
-            },
+            regions={(provider, code): country for provider, code, country in region_rows},
         )
+
+
+_MISSING: Any = object()
+
+
+class _Resolver:
+    """GPU slug and country of each record from reference data, with per-name caches;
+    counts every unmapped name (invariant 6: unknown is recorded, never dropped)."""
+
+    def __init__(self, reference: _Reference) -> None:
+        self.reference = reference
+        self.unmapped: Counter[tuple[str, str]] = Counter()
+        self.records_unmapped = 0
+        self._gpu: dict[tuple[str | None, str | None], str | None] = {}
+
+    def attributes(self, record: OfferRecord) -> tuple[Any, ...]:
+        """The record's SKU attributes, in ATTRIBUTES order, resolved."""
+        gpu_key = (record.gpu_model, record.gpu_name_raw)
+        gpu_slug = self._gpu.get(gpu_key, _MISSING)
+        if gpu_slug is _MISSING:
+            gpu_slug = self._gpu[gpu_key] = self._resolve_gpu(record)
+        region_key = (record.provider, record.region)
+        region_country = self.reference.regions.get(region_key)
+        if gpu_slug is None or region_country is None:
+            self._count_unmapped(record, gpu_slug, region_country)
+        return (
+            record.price_per,
+            gpu_slug,
+            record.gpu_name_raw,
+            record.gpu_count,
+            record.gpu_memory_gb,
+            record.vcpus,
+            record.memory_gb,
+            record.country or region_country,
+            record.bare_metal,
+            record.price_floor,
+            record.source_url,
+        )
+
+    def _count_unmapped(
+        self, record: OfferRecord, gpu_slug: Any, region_country: str | None
+    ) -> None:
+        self.records_unmapped += 1
+        if gpu_slug is None:
+            name = record.gpu_model or record.gpu_name_raw or ""
+            self.unmapped[(UnmappedKind.gpu.value, name)] += 1
+        if region_country is None:
+            self.unmapped[(UnmappedKind.region.value, f"{record.provider}/{record.region}")] += 1
+
+    def _resolve_gpu(self, record: OfferRecord) -> str | None:
+        if record.gpu_model is not None:
+            return record.gpu_model if record.gpu_model in self.reference.gpu_slugs else None
+        if record.gpu_name_raw:
+            return self.reference.aliases.get(gpu_alias_key(record.gpu_name_raw))
+        return None
+
+
+def fingerprint(attributes: tuple[Any, ...]) -> str:
+    """A short digest of an offer's SKU attributes, compared instead of 11 columns.
+
+    It is computed from records only (never from stored values), so the text form of
+    each value just has to be stable: ``str`` of None, bools, decimals and strings is."""
+    joined = "\x1f".join(map(str, attributes))
+    return hashlib.blake2b(joined.encode(), digest_size=8).hexdigest()
 
 
 # --------------------------------------------------------------------------- the ingest
@@ -426,6 +489,30 @@ def ingest(
         return _apply(conn, settings, crawl, validated, crawl_run_id, now)
 
 
+@dataclass(slots=True)
+class _Current:
+    provider: str
+    id: int
+    amount: Decimal
+    currency: str
+    status: str
+    observation_id: int
+    fingerprint: str | None
+
+
+@dataclass
+class _Diff:
+    added: list[tuple[OfferRecord, tuple[Any, ...], str]] = field(default_factory=list)
+    changed: list[tuple[_Current, OfferRecord, tuple[Any, ...], str]] = field(default_factory=list)
+    reopened: list[tuple[_Current, OfferRecord, tuple[Any, ...], str]] = field(default_factory=list)
+    touched: list[tuple[_Current, tuple[Any, ...], str]] = field(default_factory=list)
+    withdrawn: list[_Current] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.changed or self.reopened or self.touched or self.withdrawn)
+
+
 def _apply(
     conn: Connection,
     settings: Settings,
@@ -444,58 +531,62 @@ def _apply(
     )
     _store_payloads(conn, run_id, crawl.payloads)
     _store_rejections(conn, run_id, validated.rejections)
-    reference = _Reference.load(conn)
+    resolver = _Resolver(_Reference.load(conn))
     current = _load_current(conn, crawl.source)
+    diff = _diff(records, current, resolver, validated.protected if crawl.complete else None)
 
-    reason = _implausible(conn, settings, crawl.source, records, current)
+    reason = _implausible(conn, settings, crawl.source, records, diff)
     if reason is not None:
         result.status = CrawlStatus.quarantined if records or current else CrawlStatus.failed
         result.reason = reason
         _finish(conn, crawl, result, now)
         return result
 
-    unmapped: dict[tuple[str, str], int] = {}
-    rows = []
-    for record in records:
-        before = sum(unmapped.values())
-        rows.append(_resolve(record, reference, unmapped))
-        result.unmapped += sum(unmapped.values()) > before
-    _ensure_providers(conn, {row["provider"] for row in rows}, reference, unmapped)
-
-    fx = FxTable.load(conn)
-    plan = _Plan(conn, fx, run_id, now, crawl.payloads)
-    incoming: set[Key] = set()
-    for row, record in zip(rows, records, strict=True):
-        key = record.key
-        incoming.add(key)
-        old = current.get(key)
-        if old is None:
-            plan.add(row, record)
-        elif old["status"] != OfferStatus.active.value:
-            plan.reopen(old, row, record)
-        elif old["amount"] != record.amount or old["currency"] != record.currency:
-            plan.change(old, row, record)
-        elif any(old[name] != row[name] for name in ATTRIBUTES):
-            plan.touch(old, row)
-    if crawl.complete:
-        for key, old in current.items():
-            if (
-                old["status"] == OfferStatus.active.value
-                and key not in incoming
-                and key not in validated.protected
-            ):
-                plan.withdraw(old)
-
-    if plan.has_changes:
+    result.unmapped = resolver.records_unmapped
+    _ensure_providers(conn, {r.provider for r, _, _ in diff.added}, resolver)
+    if not diff.empty:
         version = (conn.execute(select(func.max(VERSION.c.id))).scalar() or 0) + 1
-        plan.write(version, crawl.source)
+        writer_ = _Writer(conn, FxTable.load(conn), run_id, now, version, crawl.payloads)
+        writer_.write(crawl.source, diff)
         result.catalog_version = version
-    result.added, result.changed = plan.added, plan.changed
-    result.withdrawn, result.updated = plan.withdrawn, plan.updated
-    _ensure_instance_types(conn, rows)
-    _store_unmapped(conn, run_id, crawl.source, unmapped)
+        _ensure_instance_types(conn, diff.added)
+    result.added = len(diff.added) + len(diff.reopened)
+    result.changed, result.withdrawn = len(diff.changed), len(diff.withdrawn)
+    result.updated = len(diff.touched)
+    _store_unmapped(conn, run_id, crawl.source, resolver.unmapped)
     _finish(conn, crawl, result, now)
     return result
+
+
+def _diff(
+    records: list[OfferRecord],
+    current: dict[Key, _Current],
+    resolver: _Resolver,
+    protected: set[Key] | None,
+) -> _Diff:
+    """Compare the crawl with the source's current offers; pure, writes nothing."""
+    diff = _Diff()
+    active = OfferStatus.active.value
+    incoming: set[Key] = set()
+    for record in records:
+        key = (record.provider, record.sku, record.region, record.price_kind, record.unit)
+        incoming.add(key)
+        old = current.get(key)
+        attributes = resolver.attributes(record)
+        digest = fingerprint(attributes)
+        if old is None:
+            diff.added.append((record, attributes, digest))
+        elif old.status != active:
+            diff.reopened.append((old, record, attributes, digest))
+        elif old.amount != record.amount or old.currency != record.currency:
+            diff.changed.append((old, record, attributes, digest))
+        elif old.fingerprint != digest:
+            diff.touched.append((old, attributes, digest))
+    if protected is not None:  # a complete crawl: what it omits is withdrawn
+        for key, old in current.items():
+            if old.status == active and key not in incoming and key not in protected:
+                diff.withdrawn.append(old)
+    return diff
 
 
 def _finish(conn: Connection, crawl: CrawlResult, result: IngestResult, now: datetime) -> None:
@@ -514,25 +605,27 @@ def _finish(conn: Connection, crawl: CrawlResult, result: IngestResult, now: dat
     )
 
 
-def _load_current(conn: Connection, source: str) -> dict[Key, dict[str, Any]]:
-    columns = [
-        OFFER.c.id,
-        OFFER.c.provider,
-        OFFER.c.sku,
-        OFFER.c.region,
-        OFFER.c.price_kind,
-        OFFER.c.unit,
-        OFFER.c.status,
-        OFFER.c.amount,
-        OFFER.c.currency,
-        OFFER.c.observation_id,
-        *[OFFER.c[name] for name in ATTRIBUTES],
-    ]
-    current: dict[Key, dict[str, Any]] = {}
-    for row in conn.execute(select(*columns).where(OFFER.c.source == source)).mappings():
-        key = (row["provider"], row["sku"], row["region"], row["price_kind"], row["unit"])
-        current[key] = dict(row)
-    return current
+def _load_current(conn: Connection, source: str) -> dict[Key, _Current]:
+    """The source's offers keyed by identity. Read through the DBAPI cursor: this is the
+    hot path of every re-crawl (hundreds of thousands of rows, no ORM processing)."""
+    marker = "%s" if conn.dialect.name == "postgresql" else "?"
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(
+            "SELECT provider, sku, region, price_kind, unit, id, amount, currency, status, "
+            f"observation_id, fingerprint FROM offer WHERE source = {marker}",
+            (source,),
+        )
+        rows = cursor.fetchall()
+    finally:
+        cursor.close()
+    to_decimal = Decimal
+    return {
+        (row[0], row[1], row[2], row[3], row[4]): _Current(
+            row[0], row[5], to_decimal(row[6]), row[7], row[8], row[9], row[10]
+        )
+        for row in rows
+    }
 
 
 def _implausible(
@@ -540,7 +633,7 @@ def _implausible(
     settings: Settings,
     source: str,
     records: list[OfferRecord],
-    current: dict[Key, dict[str, Any]],
+    diff: _Diff,
 ) -> str | None:
     """Why this crawl must not be applied, or None. Checked before anything is written."""
     if not records:
@@ -560,280 +653,270 @@ def _implausible(
             f"({share:.0f} % < {settings.min_offer_ratio * 100:.0f} %)"
         )
     factor = settings.max_price_factor
-    for record in records:
-        old = current.get(record.key)
-        if old is None or old["currency"] != record.currency or old["amount"] == record.amount:
+    for old, record, _, _ in diff.changed:
+        if old.currency != record.currency:
             continue
-        ratio = record.amount / old["amount"]
+        ratio = record.amount / old.amount
         if ratio > factor or ratio < 1 / factor:
             return (
-                f"price of {record.sku} in {record.region} ({record.price_kind.value}) moved "
-                f"from {old['amount']} to {record.amount} {record.currency}: ×{ratio:.3g} "
+                f"price of {record.sku} in {record.region} ({record.price_kind}) moved "
+                f"from {old.amount} to {record.amount} {record.currency}: ×{ratio:.3g} "
                 f"exceeds the ×{factor} plausibility band"
             )[:200]
     return None
 
 
-def _resolve(
-    record: OfferRecord, reference: _Reference, unmapped: dict[tuple[str, str], int]
-) -> dict[str, Any]:
-    """The offer row for a record, with GPU and country resolved from reference data."""
-    gpu_slug = record.gpu_model
-    if gpu_slug is not None and gpu_slug not in reference.gpu_slugs:
-        _count(unmapped, UnmappedKind.gpu, gpu_slug)
-        gpu_slug = None
-    elif gpu_slug is None and record.gpu_name_raw:
-        gpu_slug = reference.aliases.get(gpu_alias_key(record.gpu_name_raw))
-        if gpu_slug is None:
-            _count(unmapped, UnmappedKind.gpu, record.gpu_name_raw)
-    country = record.country
-    region_country = reference.regions.get((record.provider, record.region))
-    if region_country is None:
-        _count(unmapped, UnmappedKind.region, f"{record.provider}/{record.region}")
-    country = country or region_country
-    return {
-        "source": record.source,
-        "provider": record.provider,
-        "sku": record.sku,
-        "region": record.region,
-        "price_kind": record.price_kind.value,
-        "unit": record.unit.value,
-        "price_per": record.price_per.value,
-        "gpu_slug": gpu_slug,
-        "gpu_name_raw": record.gpu_name_raw,
-        "gpu_count": record.gpu_count,
-        "gpu_memory_gb": record.gpu_memory_gb,
-        "vcpus": record.vcpus,
-        "memory_gb": record.memory_gb,
-        "country": country,
-        "bare_metal": record.bare_metal,
-        "price_floor": record.price_floor,
-        "source_url": record.source_url,
-    }
-
-
-def _count(unmapped: dict[tuple[str, str], int], kind: UnmappedKind, value: str) -> None:
-    unmapped[(kind.value, value)] = unmapped.get((kind.value, value), 0) + 1
-
-
-def _ensure_providers(
-    conn: Connection,
-    slugs: set[str],
-    reference: _Reference,
-    unmapped: dict[tuple[str, str], int],
-) -> None:
+def _ensure_providers(conn: Connection, slugs: set[str], resolver: _Resolver) -> None:
     """A provider missing from reference data is registered minimally and reported."""
-    missing = sorted(slugs - reference.providers)
+    missing = sorted(slugs - resolver.reference.providers)
     if missing:
         conn.execute(
             insert(PROVIDER),
             [{"slug": s, "name": s, "kind": "unknown", "status": "active"} for s in missing],
         )
         for slug in missing:
-            _count(unmapped, UnmappedKind.provider, slug)
-        reference.providers.update(missing)
+            resolver.unmapped[(UnmappedKind.provider.value, slug)] += 1
+        resolver.reference.providers.update(missing)
 
 
-def _ensure_instance_types(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    providers = {row["provider"] for row in rows}
-    if not providers:
+def _ensure_instance_types(
+    conn: Connection, added: list[tuple[OfferRecord, tuple[Any, ...], str]]
+) -> None:
+    """Register SKUs first seen in this crawl (an SKU already offered is already known)."""
+    candidates: dict[tuple[str, str], tuple[OfferRecord, tuple[Any, ...]]] = {}
+    for record, attributes, _ in added:
+        candidates.setdefault((record.provider, record.sku), (record, attributes))
+    if not candidates:
         return
-    known = set(
-        conn.execute(
+    providers = {provider for provider, _ in candidates}
+    known = {
+        (provider, name)
+        for provider, name in conn.execute(
             select(SKU.c.provider, SKU.c.name).where(SKU.c.provider.in_(providers))
-        ).all()
-    )
-    new: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in rows:
-        key = (row["provider"], row["sku"])
-        if key not in known and key not in new:
-            new[key] = {
-                "provider": row["provider"],
-                "name": row["sku"],
-                "gpu_slug": row["gpu_slug"],
-                "gpu_count": row["gpu_count"],
-                "vcpus": row["vcpus"],
-                "memory_gb": row["memory_gb"],
-                "bare_metal": row["bare_metal"],
-            }
-    rows_new = list(new.values())
-    for start in range(0, len(rows_new), CHUNK):
-        conn.execute(insert(SKU), rows_new[start : start + CHUNK])
+        )
+    }
+    rows = [
+        (
+            provider,
+            name,
+            attributes[1],
+            record.gpu_count,
+            record.vcpus,
+            record.memory_gb,
+            record.bare_metal,
+        )
+        for (provider, name), (record, attributes) in candidates.items()
+        if (provider, name) not in known
+    ]
+    bulk_insert(conn, SKU, SKU_COLUMNS, rows)
 
 
-class _Plan:
-    """The writes of one ingest, collected first and then executed in bulk."""
+SKU_COLUMNS = ("provider", "name", "gpu_slug", "gpu_count", "vcpus", "memory_gb", "bare_metal")
+OFFER_COLUMNS = (
+    "id",
+    "source",
+    "provider",
+    "sku",
+    "region",
+    "price_kind",
+    "unit",
+    *ATTRIBUTES,
+    "fingerprint",
+    "status",
+    "amount",
+    "currency",
+    "observation_id",
+    "first_seen_at",
+    "first_seen_version",
+    "last_changed_at",
+    "last_changed_version",
+)
+OBS_COLUMNS = (
+    "id",
+    "offer_id",
+    "amount",
+    "currency",
+    "hourly_amount",
+    "amount_usd",
+    "hourly_usd",
+    "gpu_hour_usd",
+    "fx_rate",
+    "fx_date",
+    "fx_source",
+    "valid_from",
+    "version_from",
+    "crawl_run_id",
+    "raw_sha256",
+)
+
+
+class _Writer:
+    """The writes of one ingest, executed in bulk: one version, its rows, and nothing else."""
 
     def __init__(
-        self, conn: Connection, fx: FxTable, run_id: int, now: datetime, payloads: list[Payload]
+        self,
+        conn: Connection,
+        fx: FxTable,
+        run_id: int,
+        now: datetime,
+        version: int,
+        payloads: list[Payload],
     ) -> None:
-        self.conn, self.fx, self.run_id, self.now = conn, fx, run_id, now
+        self.conn, self.fx, self.run_id, self.now, self.version = conn, fx, run_id, now, version
         self.raw_sha256 = payloads[0].sha256 if len(payloads) == 1 else None
-        self.new_offers: list[dict[str, Any]] = []
-        self.new_observations: list[dict[str, Any]] = []
-        self.closed_observations: list[int] = []
-        self.offer_updates: list[dict[str, Any]] = []
-        self.added = self.changed = self.withdrawn = self.updated = 0
-        self._next_offer = (conn.execute(select(func.max(OFFER.c.id))).scalar() or 0) + 1
+        self.observations: list[tuple[Any, ...]] = []
         self._next_obs = (conn.execute(select(func.max(OBS.c.id))).scalar() or 0) + 1
+        self._fx_cache: dict[str, Any] = {}
 
-    @property
-    def has_changes(self) -> bool:
-        return bool(self.new_offers or self.new_observations or self.offer_updates)
-
-    def _observation(self, offer_id: int, row: dict[str, Any], record: OfferRecord) -> int:
+    def _observation(self, offer_id: int, record: OfferRecord) -> int:
         obs_id = self._next_obs
         self._next_obs += 1
         hourly = instance_hourly(record.amount, record.unit, record.price_per, record.gpu_count)
-        conversion = self.fx.to_usd(record.currency, self.now.date())
-        usd = hourly_usd = gpu_usd = None
-        if conversion is not None:
-            usd = q(record.amount * conversion.usd_per_unit)
-            hourly_usd = q(hourly * conversion.usd_per_unit)
+        currency = record.currency
+        if currency not in self._fx_cache:
+            self._fx_cache[currency] = self.fx.to_usd(currency, self.now.date())
+        conversion = self._fx_cache[currency]
+        if conversion is None:
+            usd = hourly_usd = gpu_usd = rate = rate_date = rate_source = None
+        else:
+            rate, rate_date, rate_source = (
+                conversion.usd_per_unit,
+                conversion.rate_date,
+                conversion.source,
+            )
+            usd = q(record.amount * rate)
+            hourly_usd = q(hourly * rate)
             gpu_usd = gpu_hourly(hourly_usd, record.gpu_count)
-        self.new_observations.append(
-            {
-                "id": obs_id,
-                "offer_id": offer_id,
-                "amount": record.amount,
-                "currency": record.currency,
-                "hourly_amount": hourly,
-                "amount_usd": usd,
-                "hourly_usd": hourly_usd,
-                "gpu_hour_usd": gpu_usd,
-                "fx_rate": conversion.usd_per_unit if conversion else None,
-                "fx_date": conversion.rate_date if conversion else None,
-                "fx_source": conversion.source if conversion else None,
-                "valid_from": self.now,
-                "valid_to": None,
-                "version_from": 0,
-                "version_to": None,
-                "crawl_run_id": self.run_id,
-                "raw_sha256": self.raw_sha256,
-            }
+        self.observations.append(
+            (
+                obs_id,
+                offer_id,
+                record.amount,
+                currency,
+                hourly,
+                usd,
+                hourly_usd,
+                gpu_usd,
+                rate,
+                rate_date,
+                rate_source,
+                self.now,
+                self.version,
+                self.run_id,
+                self.raw_sha256,
+            )
         )
         return obs_id
 
-    def add(self, row: dict[str, Any], record: OfferRecord) -> None:
-        offer_id = self._next_offer
-        self._next_offer += 1
-        obs_id = self._observation(offer_id, row, record)
-        self.new_offers.append(
-            {
-                **row,
-                "id": offer_id,
-                "status": OfferStatus.active.value,
-                "amount": record.amount,
-                "currency": record.currency,
-                "observation_id": obs_id,
-                "first_seen_at": self.now,
-                "last_changed_at": self.now,
-                "withdrawn_at": None,
-                "withdrawn_version": None,
-            }
-        )
-        self.added += 1
-
-    def change(self, old: dict[str, Any], row: dict[str, Any], record: OfferRecord) -> None:
-        self.closed_observations.append(old["observation_id"])
-        obs_id = self._observation(old["id"], row, record)
-        self.offer_updates.append(
-            {
-                **row,
-                "_id": old["id"],
-                "status": OfferStatus.active.value,
-                "amount": record.amount,
-                "currency": record.currency,
-                "observation_id": obs_id,
-                "last_changed_at": self.now,
-                "withdrawn_at": None,
-                "withdrawn_version": None,
-                "_changed": True,
-            }
-        )
-        self.changed += 1
-
-    def reopen(self, old: dict[str, Any], row: dict[str, Any], record: OfferRecord) -> None:
-        obs_id = self._observation(old["id"], row, record)
-        self.offer_updates.append(
-            {
-                **row,
-                "_id": old["id"],
-                "status": OfferStatus.active.value,
-                "amount": record.amount,
-                "currency": record.currency,
-                "observation_id": obs_id,
-                "last_changed_at": self.now,
-                "withdrawn_at": None,
-                "withdrawn_version": None,
-                "_changed": True,
-            }
-        )
-        self.added += 1
-
-    def touch(self, old: dict[str, Any], row: dict[str, Any]) -> None:
-        self.offer_updates.append({**row, "_id": old["id"], "_changed": False})
-        self.updated += 1
-
-    def withdraw(self, old: dict[str, Any]) -> None:
-        self.closed_observations.append(old["observation_id"])
-        self.offer_updates.append(
-            {
-                "_id": old["id"],
-                "status": OfferStatus.withdrawn.value,
-                "withdrawn_at": self.now,
-                "withdrawn_version": 0,
-                "_changed": True,
-                "_withdraw": True,
-            }
-        )
-        self.withdrawn += 1
-
-    def write(self, version: int, source: str) -> None:
-        conn = self.conn
+    def write(self, source: str, diff: _Diff) -> None:
+        conn, now, version = self.conn, self.now, self.version
         conn.execute(
             insert(VERSION).values(
                 id=version,
-                created_at=self.now,
+                created_at=now,
                 source=source,
                 crawl_run_id=self.run_id,
-                added=self.added,
-                changed=self.changed,
-                withdrawn=self.withdrawn,
-                updated=self.updated,
+                added=len(diff.added) + len(diff.reopened),
+                changed=len(diff.changed),
+                withdrawn=len(diff.withdrawn),
+                updated=len(diff.touched),
             )
         )
-        for offer in self.new_offers:
-            offer["first_seen_version"] = offer["last_changed_version"] = version
-        for obs in self.new_observations:
-            obs["version_from"] = version
-        # Offers first (observations reference them), then history, then current state.
-        for start in range(0, len(self.new_offers), CHUNK):
-            conn.execute(insert(OFFER), self.new_offers[start : start + CHUNK])
-        if self.closed_observations:
-            stmt = (
-                update(OBS)
-                .where(OBS.c.id == bindparam("_obs"))
-                .values(valid_to=self.now, version_to=version)
+        next_offer = (conn.execute(select(func.max(OFFER.c.id))).scalar() or 0) + 1
+        new_offers = []
+        for offset, (record, attributes, digest) in enumerate(diff.added):
+            offer_id = next_offer + offset
+            obs_id = self._observation(offer_id, record)
+            new_offers.append(
+                (
+                    offer_id,
+                    source,
+                    record.provider,
+                    record.sku,
+                    record.region,
+                    record.price_kind,
+                    record.unit,
+                    *attributes,
+                    digest,
+                    OfferStatus.active.value,
+                    record.amount,
+                    record.currency,
+                    obs_id,
+                    now,
+                    version,
+                    now,
+                    version,
+                )
             )
-            conn.execute(stmt, [{"_obs": i} for i in self.closed_observations])
-        for start in range(0, len(self.new_observations), CHUNK):
-            conn.execute(insert(OBS), self.new_observations[start : start + CHUNK])
-        self._write_updates(version)
+        bulk_insert(conn, OFFER, OFFER_COLUMNS, new_offers)
 
-    def _write_updates(self, version: int) -> None:
-        groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-        for item in self.offer_updates:
-            params = {k: v for k, v in item.items() if not k.startswith("_")}
-            if item.get("_withdraw"):
-                params["withdrawn_version"] = version
-            elif item["_changed"]:
-                params["last_changed_version"] = version
-            names = tuple(sorted(params))
-            bound = {f"p_{k}": v for k, v in params.items()}
-            bound["p__id"] = item["_id"]
-            groups.setdefault(names, []).append(bound)
-        for names, batch in groups.items():
-            values = {n: bindparam(f"p_{n}") for n in names}
-            stmt = update(OFFER).where(OFFER.c.id == bindparam("p__id")).values(**values)
-            self.conn.execute(stmt, batch)
+        repriced = []
+        for old, record, attributes, digest in diff.changed + diff.reopened:
+            obs_id = self._observation(old.id, record)
+            repriced.append((old, record, attributes, digest, obs_id))
+        closing = [old.observation_id for old, *_ in diff.changed]
+        closing += [old.observation_id for old in diff.withdrawn]
+        for start in range(0, len(closing), CHUNK):
+            conn.execute(
+                update(OBS)
+                .where(OBS.c.id.in_(closing[start : start + CHUNK]))
+                .values(valid_to=now, version_to=version)
+            )
+        bulk_insert(conn, OBS, OBS_COLUMNS, self.observations)
+        self._update_offers(repriced, diff)
+
+    def _update_offers(self, repriced: list[tuple[Any, ...]], diff: _Diff) -> None:
+        conn, now, version = self.conn, self.now, self.version
+        values = {name: bindparam(f"p_{name}") for name in (*ATTRIBUTES, "fingerprint")}
+        if repriced:
+            stmt = (
+                update(OFFER)
+                .where(OFFER.c.id == bindparam("p_id"))
+                .values(
+                    **values,
+                    status=OfferStatus.active.value,
+                    amount=bindparam("p_amount"),
+                    currency=bindparam("p_currency"),
+                    observation_id=bindparam("p_obs"),
+                    last_changed_at=now,
+                    last_changed_version=version,
+                    withdrawn_at=None,
+                    withdrawn_version=None,
+                )
+            )
+            conn.execute(
+                stmt,
+                [
+                    {
+                        "p_id": old.id,
+                        "p_amount": record.amount,
+                        "p_currency": record.currency,
+                        "p_obs": obs_id,
+                        "p_fingerprint": digest,
+                        **{f"p_{n}": v for n, v in zip(ATTRIBUTES, attributes, strict=True)},
+                    }
+                    for old, record, attributes, digest, obs_id in repriced
+                ],
+            )
+        if diff.touched:
+            stmt = update(OFFER).where(OFFER.c.id == bindparam("p_id")).values(**values)
+            conn.execute(
+                stmt,
+                [
+                    {
+                        "p_id": old.id,
+                        "p_fingerprint": digest,
+                        **{f"p_{n}": v for n, v in zip(ATTRIBUTES, attributes, strict=True)},
+                    }
+                    for old, attributes, digest in diff.touched
+                ],
+            )
+        withdrawn = [old.id for old in diff.withdrawn]
+        for start in range(0, len(withdrawn), CHUNK):
+            conn.execute(
+                update(OFFER)
+                .where(OFFER.c.id.in_(withdrawn[start : start + CHUNK]))
+                .values(
+                    status=OfferStatus.withdrawn.value, withdrawn_at=now, withdrawn_version=version
+                )
+            )

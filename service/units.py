@@ -31,7 +31,7 @@ def instance_hourly(
 ) -> Decimal:
     """The price of the whole SKU for one hour, in the quoted currency."""
     hourly = amount / HOURS[unit]
-    if price_per is PricePer.gpu:
+    if price_per == PricePer.gpu:
         hourly *= gpu_count
     return q(hourly)
 

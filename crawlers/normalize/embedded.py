@@ -21,6 +21,8 @@ from parsel import Selector
 from crawlers.base import LayoutChanged
 
 _DECODER = json.JSONDecoder(parse_float=Decimal)
+_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_LOWER = _UPPER.lower()
 
 
 def loads(text: str) -> Any:
@@ -54,9 +56,14 @@ def ld_json(html: str | Selector, *, types: set[str] | None = None) -> list[dict
     good ones); a page whose only block is broken gives an empty list.
     """
     nodes: list[dict[str, Any]] = []
-    for raw in _selector(html).xpath(
-        '//script[translate(@type, "LDJSON", "ldjson")="application/ld+json"]/text()'
-    ).getall():
+    for raw in (
+        _selector(html)
+        .xpath(
+            f'//script[translate(normalize-space(@type), "{_UPPER}", "{_LOWER}")'
+            '="application/ld+json"]/text()'
+        )
+        .getall()
+    ):
         try:
             data = loads(raw)
         except ValueError:

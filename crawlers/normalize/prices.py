@@ -79,12 +79,31 @@ _NO_PRICE = re.compile(
 
 _SYMBOLS: tuple[tuple[str, str], ...] = (
     # longest first: "US$" before "$"
-    ("US$", "USD"), ("USD$", "USD"), ("CA$", "CAD"), ("C$", "CAD"), ("AU$", "AUD"),
-    ("A$", "AUD"), ("NZ$", "NZD"), ("HK$", "HKD"), ("S$", "SGD"), ("R$", "BRL"),
-    ("MX$", "MXN"), ("€", "EUR"), ("£", "GBP"), ("₹", "INR"), ("₩", "KRW"), ("₽", "RUB"),
-    ("₺", "TRY"), ("₪", "ILS"), ("zł", "PLN"), ("元", "CNY"), ("円", "JPY"), ("¥", "¥"),
+    ("US$", "USD"),
+    ("USD$", "USD"),
+    ("CA$", "CAD"),
+    ("C$", "CAD"),
+    ("AU$", "AUD"),
+    ("A$", "AUD"),
+    ("NZ$", "NZD"),
+    ("HK$", "HKD"),
+    ("S$", "SGD"),
+    ("R$", "BRL"),
+    ("MX$", "MXN"),
+    ("€", "EUR"),
+    ("£", "GBP"),
+    ("₹", "INR"),
+    ("₩", "KRW"),
+    ("₽", "RUB"),
+    ("₺", "TRY"),
+    ("₪", "ILS"),
+    ("zł", "PLN"),
+    ("元", "CNY"),
+    ("円", "JPY"),
+    ("¥", "¥"),
     ("$", "$"),
 )
+_HAS_SYMBOL = re.compile("|".join(re.escape(printed) for printed, _ in _SYMBOLS))
 _DOLLAR_CURRENCIES = frozenset({"USD", "CAD", "AUD", "NZD", "HKD", "SGD", "MXN", "TWD"})
 _CHINESE_HINT = re.compile(r"小时|小時|元|月|天|起|人民币")
 _JAPANESE_HINT = re.compile(r"円|時間|ヶ月|から")
@@ -114,7 +133,8 @@ _UNIT_WORDS: dict[str, Unit] = {}
 for _unit, _words in {
     Unit.second: "s sec secs second seconds sekunde seconde 秒",
     Unit.minute: "min mins minute minutes minuto minuten 分 分钟 分鐘",
-    Unit.hour: "h hr hrs hour hours hourly heure heures stunde std hora horas ora 小时 小時 時間 時",
+    Unit.hour: "h hr hrs hour hours hourly heure heures stunde std hora horas ora"
+    " 小时 小時 時間 時",
     Unit.day: "d day days daily jour jours tag tage día 天 日",
     Unit.week: "wk week weeks weekly semaine woche 周 週",
     Unit.month: "mo mos mon month months monthly mois monat monate mes 月 ヶ月 个月",
@@ -126,8 +146,9 @@ _GPU_WORDS = frozenset({"gpu", "gpus", "card", "accelerator", "卡"})
 _INSTANCE_WORDS = frozenset({"instance", "server", "node", "machine", "vm", "droplet", "pod"})
 _MODEL_TOKEN = re.compile(r"^[a-z]{1,3}\d{2,4}[a-z]{0,3}$")
 _TOKEN = re.compile(r"[a-z0-9]+|[\u3040-\u30ff\u3400-\u9fff]+", re.IGNORECASE)
-_CJK_UNIT = re.compile("|".join(sorted((w for w in _UNIT_WORDS if not w.isascii()),
-                                       key=len, reverse=True)))
+_CJK_UNIT = re.compile(
+    "|".join(sorted((w for w in _UNIT_WORDS if not w.isascii()), key=len, reverse=True))
+)
 
 
 def _clean(text: str) -> str:
@@ -204,22 +225,22 @@ def parse_number(text: str | None, *, decimal_comma: bool | None = None) -> Deci
         return None
 
 
-def _currency(token: str | None, default: str | None, context: str) -> str | None:
-    if not token:
+def _currency(symbol: str | None, default: str | None, context: str) -> str | None:
+    if not symbol:
         return None
-    if token == "$":
+    if symbol == "$":
         return default if default in _DOLLAR_CURRENCIES else "USD"
-    if token == "¥":
+    if symbol == "¥":
         if _CHINESE_HINT.search(context) or default == "CNY":
             return "CNY"
         if _JAPANESE_HINT.search(context) or default == "JPY":
             return "JPY"
         raise UnparseablePrice(f"'¥' is ambiguous (CNY or JPY) in {context!r}")
-    for symbol, code in _SYMBOLS:
-        if token == symbol:
+    for printed, code in _SYMBOLS:
+        if symbol == printed:
             return code
-    if token in currency_codes():
-        return token
+    if symbol in currency_codes():
+        return symbol
     return None
 
 
@@ -235,6 +256,30 @@ def _amount_currency(
     post = _currency(match.group("post"), default, context)
     end = match.end() if post else match.end("num")
     return pre or post, end
+
+
+def _find_amount(cleaned: str, default: str | None) -> tuple[re.Match[str], str | None, int]:
+    """The price in a cell: the first number next to a currency sign or code, else the
+    first number. A number glued to a letter or a dot ("H100", "$O.55") is never a price,
+    and a cell with a currency sign but no number next to it is unreadable."""
+    candidates = []
+    for match in _AMOUNT.finditer(cleaned):
+        start = match.start("num")
+        if (
+            not match.group("pre")
+            and start
+            and (cleaned[start - 1].isalpha() or cleaned[start - 1] in ".,")
+        ):
+            continue
+        code, end = _amount_currency(match, default, cleaned)
+        if code:
+            return match, code, end
+        candidates.append(match)
+    if _HAS_SYMBOL.search(cleaned):
+        raise UnparseablePrice(f"no amount next to the currency sign in {cleaned[:80]!r}")
+    if not candidates:
+        raise UnparseablePrice(f"no amount in {cleaned[:80]!r}")
+    return candidates[0], None, candidates[0].end("num")
 
 
 def parse_unit(text: str | None) -> tuple[Unit | None, bool | None]:
@@ -258,9 +303,11 @@ def parse_unit(text: str | None) -> tuple[Unit | None, bool | None]:
     per_gpu: bool | None = None
     for token in expanded:
         if unit is None and token in _UNIT_WORDS:
-            # a lone "m"/"s"/"d" counts only after a slash or "per": "/m", "per s"
-            if len(token) == 1 and token.isascii() and not re.search(
-                rf"(?:/|\bper\s|\bpar\s|\bpro\s|\ba\s)\s*{token}\b", cleaned
+            # a lone "h"/"s"/"d" counts only after a slash or "per": "/h", "per s"
+            if (
+                len(token) == 1
+                and token.isascii()
+                and not re.search(rf"(?:/|\bper\s|\bpar\s|\bpro\s|\ba\s)\s*{token}\b", cleaned)
             ):
                 continue
             unit = _UNIT_WORDS[token]
@@ -293,11 +340,8 @@ def parse_price(
         return None
     assert text is not None
     cleaned = _clean(text)
-    match = _AMOUNT.search(cleaned)
-    if match is None:
-        raise UnparseablePrice(f"no amount in {cleaned[:80]!r}")
+    match, code, end = _find_amount(cleaned, currency)
     number = to_decimal(match.group("num"), decimal_comma=decimal_comma)
-    code, end = _amount_currency(match, currency, cleaned)
     code = code or currency
     rest = cleaned[end:]
     upper: Decimal | None = None

@@ -34,6 +34,7 @@ import zipfile
 import zlib
 from collections import Counter
 from collections.abc import Iterator, Mapping
+from decimal import Decimal
 from typing import Any, ClassVar, Literal, cast
 
 from crawlers.base import (
@@ -45,6 +46,7 @@ from crawlers.base import (
     Response,
     SourceError,
 )
+from crawlers.normalize.reference import reference_index
 from crawlers.platforms.skypilot import (
     COUNTRY_RULES,
     amount_text,
@@ -52,6 +54,7 @@ from crawlers.platforms.skypilot import (
     number_text,
     parse_decimal,
     payload_bytes,
+    plain,
     plausible_gpu_memory,
     read_csv,
 )
@@ -107,6 +110,23 @@ def read_member(archive: bytes, member: str) -> bytes:
     return data
 
 
+def gpu_spelling(name: str, memory_gb: str | None) -> str | None:
+    """gpuhunt's GPU name, with its memory when that names a known model more precisely.
+
+    gpuhunt writes ``A100`` for both the 40 GB and the 80 GB part and tells them apart by
+    ``gpu_memory``; ``A100 80GB`` is used when the reference data knows that spelling.
+    """
+    if not name:
+        return None
+    if memory_gb:
+        rounded = parse_decimal(memory_gb)
+        if rounded is not None:
+            candidate = f"{name} {plain(rounded.quantize(Decimal(1)))}GB"
+            if reference_index().gpu(candidate):
+                return candidate
+    return name
+
+
 class GpuhuntCatalog(ApiSource):
     """One provider of gpuhunt's published catalog. Subclasses come from
     :func:`gpuhunt_source`."""
@@ -127,6 +147,8 @@ class GpuhuntCatalog(ApiSource):
     zone_locations: ClassVar[bool] = False
     """Locations are zones (``us-central1-a``): the region is the zone without its letter."""
     country_rule: ClassVar[str | None] = None
+    seed_fixtures: ClassVar[list[str]] = []
+    """This provider's sample in ``fixtures/gpuhunt`` (the folder is shared)."""
 
     REQUIRED: ClassVar[tuple[str, ...]] = (
         "instance_name",
@@ -183,11 +205,12 @@ class GpuhuntCatalog(ApiSource):
         region = location
         if self.zone_locations and (match := _ZONE_SUFFIX.match(location)):
             region = match.group(1)
+        memory = plausible_gpu_memory(parse_decimal(row.get("gpu_memory")))
         record: RawRecord = {
             "sku": self.sku(row, count_text),
-            "gpu_name_raw": row["gpu_name"] or None,
+            "gpu_name_raw": gpu_spelling(row["gpu_name"], memory),
             "gpu_count": number_text(count_text) or count_text,
-            "gpu_memory_gb": plausible_gpu_memory(parse_decimal(row.get("gpu_memory"))),
+            "gpu_memory_gb": memory,
             "vcpus": number_text(row.get("cpu")),
             "memory_gb": number_text(row.get("memory")),
             "region": region,
@@ -197,7 +220,7 @@ class GpuhuntCatalog(ApiSource):
             "amount": amount_text(price),
             "currency": self.currency,
             "source_url": response.url,
-            "observed_at": response.fetched_at,
+            "observed_at": response.fetched_at.isoformat(),
         }
         rule = COUNTRY_RULES.get(self.country_rule) if self.country_rule else None
         if rule and (country := rule(location, "")):
@@ -225,6 +248,7 @@ def gpuhunt_source(
     sku_mode: SkuMode = "name",
     zone_locations: bool = False,
     country_rule: str | None = None,
+    fixture: str | None = None,
     note: str = "",
     module: str = __name__,
 ) -> type[GpuhuntCatalog]:
@@ -241,6 +265,7 @@ def gpuhunt_source(
         "sku_mode": sku_mode,
         "zone_locations": zone_locations,
         "country_rule": country_rule,
+        "seed_fixtures": [fixture] if fixture else [],
         "__module__": module,
         "__doc__": f"gpuhunt's {peer} catalog → provider {provider!r}. {note}".strip(),
     }

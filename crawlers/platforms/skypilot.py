@@ -346,6 +346,8 @@ class SkyPilotCatalog(ApiSource):
     gpu_memory: ClassVar[GpuMemoryMode] = "per_gpu"
     """How this cloud's GpuInfo SizeInMiB reads (None: not GPU memory, ignore it)."""
     country_rule: ClassVar[str | None] = None
+    seed_fixtures: ClassVar[list[str]] = []
+    """This cloud's sample in ``fixtures/skypilot`` (the folder is shared by every cloud)."""
 
     REQUIRED: ClassVar[tuple[str, ...]] = (
         "InstanceType",
@@ -407,7 +409,7 @@ class SkyPilotCatalog(ApiSource):
             "price_per": "instance",
             "currency": self.currency,
             "source_url": response.url,
-            "observed_at": response.fetched_at,
+            "observed_at": response.fetched_at.isoformat(),
         }
         if country:
             base["country"] = country
@@ -443,6 +445,7 @@ def skypilot_source(
     region_mode: RegionMode = "region",
     gpu_memory: GpuMemoryMode = "per_gpu",
     country_rule: str | None = None,
+    fixture: str | None = None,
     note: str = "",
     module: str = __name__,
 ) -> type[SkyPilotCatalog]:
@@ -463,6 +466,7 @@ def skypilot_source(
         "region_mode": region_mode,
         "gpu_memory": gpu_memory,
         "country_rule": country_rule,
+        "seed_fixtures": [fixture] if fixture else [],
         "__module__": module,
         "__doc__": f"SkyPilot's {peer} catalog → {provider!r} ({currency}). {note}".strip(),
     }

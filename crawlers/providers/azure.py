@@ -25,7 +25,6 @@ Quirks handled here:
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from collections.abc import Iterator
@@ -35,6 +34,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from crawlers.base import ApiSource, Context, LayoutChanged, RawRecord, Request, Response
+from crawlers.normalize.decimal_json import loads, plain
 
 log = logging.getLogger(__name__)
 
@@ -194,9 +194,7 @@ def rebase(link: str, base_url: str) -> str:
 def price_source_url(sku: str, region: str) -> str:
     """A stable, human-usable query for one size in one region (provenance)."""
     odata = f"armSkuName eq '{sku}' and armRegionName eq '{region}'"
-    return (
-        f"{PUBLIC_BASE}{API_PATH}?api-version={API_VERSION}&$filter={quote(odata, safe='')}"
-    )
+    return f"{PUBLIC_BASE}{API_PATH}?api-version={API_VERSION}&$filter={quote(odata, safe='')}"
 
 
 class AzureRetailPrices(ApiSource):
@@ -206,7 +204,9 @@ class AzureRetailPrices(ApiSource):
     parser_version = "1"
     base_url = PUBLIC_BASE
     currency = "USD"
-    docs_url = "https://learn.microsoft.com/rest/api/cost-management/retail-prices/azure-retail-prices"
+    docs_url = (
+        "https://learn.microsoft.com/rest/api/cost-management/retail-prices/azure-retail-prices"
+    )
     terms_url = "https://azure.microsoft.com/pricing/details/virtual-machines/linux/"
 
     def __init__(self) -> None:
@@ -218,7 +218,7 @@ class AzureRetailPrices(ApiSource):
             yield Request(first_page_url(ctx.base_url, series), meta={"series": series})
 
     def parse(self, response: Response, ctx: Context) -> Iterator[RawRecord | Request]:
-        page = json.loads(response.body, parse_float=Decimal)
+        page = loads(response.body)
         if not isinstance(page, dict):
             raise LayoutChanged("the response is not a JSON object")
         items = page["Items"]
@@ -263,7 +263,7 @@ class AzureRetailPrices(ApiSource):
             "price_kind": price_kind,
             "unit": unit,
             "price_per": "instance",
-            "amount": str(amount),
+            "amount": str(plain(amount)),
             "currency": item["currencyCode"],
         }
         if known is None:

@@ -13,13 +13,22 @@ from crawlers.platforms.gpuhunt import GpuhuntCatalog, gpuhunt_source
 SOURCES: list[type[GpuhuntCatalog]] = [
     gpuhunt_source("aws", "aws"),
     gpuhunt_source("azure", "azure"),
-    gpuhunt_source("gcp", "gcp", zone_locations=True, note="Locations are zones."),
+    gpuhunt_source(
+        "gcp", "gcp", fixture="gcp.csv", zone_locations=True, note="Locations are zones."
+    ),
     gpuhunt_source("oci", "oracle"),
-    gpuhunt_source("lambdalabs", "lambda"),
-    gpuhunt_source("nebius", "nebius", sku_mode="shape", note="One platform, several presets."),
+    gpuhunt_source("lambdalabs", "lambda", fixture="lambdalabs.csv"),
+    gpuhunt_source(
+        "nebius",
+        "nebius",
+        fixture="nebius.csv",
+        sku_mode="shape",
+        note="One platform, several presets.",
+    ),
     gpuhunt_source(
         "runpod",
         "runpod",
+        fixture="runpod.csv",
         sku_mode="gpus",
         country_rule="iso-code",
         note="instance_name is the GPU type; community cloud locations are country codes.",

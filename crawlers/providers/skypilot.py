@@ -18,18 +18,24 @@ from crawlers.platforms.skypilot import SkyPilotCatalog, skypilot_source
 
 SOURCES: list[type[SkyPilotCatalog]] = [
     # hyperscalers (first-party sources exist; listings prefer them, see service/precedence.py)
-    skypilot_source("aws", "aws", note="AvailabilityZone holds AZ ids: prices are per region."),
+    skypilot_source(
+        "aws",
+        "aws",
+        fixture="aws.csv",
+        note="AvailabilityZone holds AZ ids: prices are per region.",
+    ),
     skypilot_source("azure", "azure", version="v6"),
     skypilot_source("oci", "oracle"),
     # GPU clouds
-    skypilot_source("lambda", "lambda"),
+    skypilot_source("lambda", "lambda", fixture="lambda.csv"),
     skypilot_source("nebius", "nebius", gpu_memory=None, note="GpuInfo memory is host RAM."),
     skypilot_source("paperspace", "paperspace", version="v6"),
-    skypilot_source("do", "digitalocean", version="v6"),
+    skypilot_source("do", "digitalocean", version="v6", fixture="do.csv"),
     skypilot_source(
         "scaleway",
         "scaleway",
         currency="EUR",
+        fixture="scaleway.csv",
         version="v6",
         region_mode="zone",
         note="Scaleway bills in EUR; prices are per zone (fr-par-2).",
@@ -57,6 +63,7 @@ SOURCES: list[type[SkyPilotCatalog]] = [
     skypilot_source(
         "runpod",
         "runpod",
+        fixture="runpod.csv",
         region_mode="zone",
         country_rule="iso-code",
         gpu_memory=None,
@@ -66,6 +73,7 @@ SOURCES: list[type[SkyPilotCatalog]] = [
     skypilot_source(
         "vast",
         "vastai",
+        fixture="vast.csv",
         gpu_memory="total",
         country_rule="vast-location",
         note="Hosts vary: one instance type in one location may have several prices (floor).",
@@ -73,6 +81,7 @@ SOURCES: list[type[SkyPilotCatalog]] = [
     skypilot_source(
         "primeintellect",
         "primeintellect",
+        fixture="primeintellect.csv",
         region_mode="zone",
         country_rule="iso-code",
         gpu_memory="total",

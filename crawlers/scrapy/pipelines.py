@@ -16,12 +16,36 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from crawlers.normalize.reference import ReferenceIndex
 from crawlers.pipeline import Pipeline, Rejected, SourceMeta
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
     from crawlers.scrapy.spider import HtmlSpider
+
+
+REFERENCE_SETTING = "GPUATLAS_REFERENCE"
+"""The parent's reference index, passed as plain data so the child need not re-read the
+YAML files (the parent has them loaded; parsing them again costs a second per crawl)."""
+
+
+def reference_data(index: ReferenceIndex) -> dict[str, Any]:
+    return {
+        "aliases": index.aliases,
+        "gpu_slugs": sorted(index.gpu_slugs),
+        "regions": [
+            [provider, code, country] for (provider, code), country in index.regions.items()
+        ],
+    }
+
+
+def reference_from_data(data: dict[str, Any]) -> ReferenceIndex:
+    return ReferenceIndex(
+        aliases=dict(data["aliases"]),
+        gpu_slugs=frozenset(data["gpu_slugs"]),
+        regions={(provider, code): country for provider, code, country in data["regions"]},
+    )
 
 
 def _spider(crawler: Crawler) -> HtmlSpider:
@@ -42,9 +66,11 @@ class ValidateOffers:
 
     def open_spider(self) -> None:
         spider = _spider(self.crawler)
-        self.pipeline = Pipeline(SourceMeta(
-            name=spider.name, provider=spider.provider, currency=spider.currency,
-        ))
+        data = self.crawler.settings.get(REFERENCE_SETTING)
+        self.pipeline = Pipeline(
+            SourceMeta(name=spider.name, provider=spider.provider, currency=spider.currency),
+            reference_from_data(data) if data else None,
+        )
 
     def process_item(self, item: Any) -> Any:
         assert self.pipeline is not None
@@ -52,7 +78,8 @@ class ValidateOffers:
         result = self.pipeline.process(dict(item))
         if isinstance(result, Rejected):
             _spider(self.crawler).logger.warning(
-                "rejected %s: %s", item.get("sku", "?"), result.reason)
+                "rejected %s: %s", item.get("sku", "?"), result.reason
+            )
             if stats is not None:
                 stats.inc_value("gpuatlas/rejected")
         elif stats is not None:
@@ -66,7 +93,8 @@ class ValidateOffers:
         if unmapped:
             _spider(self.crawler).logger.info(
                 "unmapped names (add aliases): %s",
-                ", ".join(f"{name} ×{count}" for name, count in sorted(unmapped.items())))
+                ", ".join(f"{name} ×{count}" for name, count in sorted(unmapped.items())),
+            )
 
 
 class CollectOffers:

@@ -64,7 +64,9 @@ def crawl_settings(
     settings: dict[str, Any] = {
         "BOT_NAME": "gpuatlas",
         "TWISTED_REACTOR": ASYNCIO_REACTOR,
+        # no remote consoles into a crawler: telnet, and the HTTP remote control of 2.19
         "TELNETCONSOLE_ENABLED": False,
+        "REMOTE_CONTROL_ENABLED": False,
         # politeness
         "ROBOTSTXT_OBEY": True,
         "ROBOTSTXT_USER_AGENT": user_agent.split("/", 1)[0].split()[0] or "gpuatlas",
@@ -73,7 +75,7 @@ def crawl_settings(
         "CONCURRENT_REQUESTS": 4,
         "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
         "DOWNLOAD_DELAY": 0.0 if local else DOWNLOAD_DELAY,
-        "RANDOMIZE_DOWNLOAD_DELAY": True,
+        "DOWNLOAD_DELAY_JITTER": 0.5,
         "AUTOTHROTTLE_ENABLED": True,
         "AUTOTHROTTLE_START_DELAY": 0.0 if local else AUTOTHROTTLE_START_DELAY,
         "AUTOTHROTTLE_MAX_DELAY": AUTOTHROTTLE_MAX_DELAY,
@@ -96,15 +98,18 @@ def crawl_settings(
         "LOG_LEVEL": log_level,
         "LOG_FILE": str(log_file) if log_file else None,
         "LOG_FILE_APPEND": False,
+        "LOG_INSTALL_ROOT_HANDLER": True,
         "STATS_DUMP": True,
     }
     if http_cache_dir is not None:  # development only: replay pages instead of refetching
-        settings.update({
-            "HTTPCACHE_ENABLED": True,
-            "HTTPCACHE_DIR": str(http_cache_dir),
-            "HTTPCACHE_EXPIRATION_SECS": HTTPCACHE_EXPIRATION_SECS,
-            "HTTPCACHE_IGNORE_HTTP_CODES": [*RETRY_HTTP_CODES, 403, 404],
-        })
+        settings.update(
+            {
+                "HTTPCACHE_ENABLED": True,
+                "HTTPCACHE_DIR": str(http_cache_dir),
+                "HTTPCACHE_EXPIRATION_SECS": HTTPCACHE_EXPIRATION_SECS,
+                "HTTPCACHE_IGNORE_HTTP_CODES": [*RETRY_HTTP_CODES, 403, 404],
+            }
+        )
     if overrides:
         settings.update(overrides)
     return settings

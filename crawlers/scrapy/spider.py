@@ -82,7 +82,7 @@ def column(headers: list[str], *words: str) -> int | None:
 
 
 def slug(value: str) -> str:
-    """"REGION: NORTH AMERICA" -> "north-america" (for region labels)."""
+    """ "REGION: NORTH AMERICA" -> "north-america" (for region labels)."""
     return re.sub(r"[^a-z0-9]+", "-", value.lower()).strip("-")
 
 
@@ -110,6 +110,9 @@ class Harvest:
     """Rows without a public price, by marker ("Contact us", "––", "blank")."""
     rows: int = 0
     """Price cells seen (priced, unpriced or unreadable)."""
+    incomplete: list[str] = field(default_factory=list)
+    """Structural gaps (a row without its price cell, a cut table): while any is noted,
+    ingest withdraws nothing, since offers missing from this crawl may just be cut off."""
     pages: int = 0
 
     def fail(self, reason: str, detail: str) -> None:
@@ -197,8 +200,7 @@ class HtmlSpider(scrapy.Spider):
 
     async def start(self) -> AsyncIterator[Any]:
         for url in self.start_urls_for_site():
-            yield scrapy.Request(url, callback=self.parse, errback=self.on_error,
-                                 dont_filter=True)
+            yield scrapy.Request(url, callback=self.parse, errback=self.on_error, dont_filter=True)
 
     def on_error(self, failure: Failure) -> None:
         from scrapy.spidermiddlewares.httperror import HttpError
@@ -217,8 +219,10 @@ class HtmlSpider(scrapy.Spider):
         self.harvest.pages += 1
         if not isinstance(response, TextResponse):
             content_type = response.headers.get("Content-Type", b"").decode("latin-1")
-            self.harvest.fail("layout changed", f"{response.url} is not a text page "
-                                                f"({content_type or 'no content type'})")
+            self.harvest.fail(
+                "layout changed",
+                f"{response.url} is not a text page ({content_type or 'no content type'})",
+            )
             return
         rows_before = self.harvest.rows
         try:
@@ -230,8 +234,9 @@ class HtmlSpider(scrapy.Spider):
             self.harvest.fail(exc.reason, f"{response.url}: {exc.detail or exc.reason}")
             return
         except (KeyError, IndexError, AttributeError, TypeError, ValueError) as exc:
-            self.harvest.fail("layout changed",
-                              f"{response.url}: {type(exc).__name__}: {exc}"[:500])
+            self.harvest.fail(
+                "layout changed", f"{response.url}: {type(exc).__name__}: {exc}"[:500]
+            )
             return
         if self.harvest.rows == rows_before:
             self.harvest.fail("layout changed", f"{response.url}: no price rows found")
@@ -269,8 +274,11 @@ class HtmlSpider(scrapy.Spider):
         """
         self.harvest.rows += 1
         record: RawRecord = {
-            "sku": sku, "gpu_name_raw": gpu_name or None, "gpu_count": gpu_count,
-            "region": region or self.region, "price_kind": price_kind,
+            "sku": sku,
+            "gpu_name_raw": gpu_name or None,
+            "gpu_count": gpu_count,
+            "region": region or self.region,
+            "price_kind": price_kind,
             "source_url": response.url,
             **{k: v for k, v in specs.items() if v is not None},
         }
@@ -280,11 +288,17 @@ class HtmlSpider(scrapy.Spider):
             record["price_per"] = (PricePer.gpu if per_gpu else PricePer.instance).value
         if price is None:
             self.logger.warning("no price cell for %s (%s)", sku, price_kind)
+            self.harvest.incomplete.append(f"{response.url}: no price cell for {sku}")
             yield record
             return
         try:
-            parsed = parse_price(price, currency=self.currency, unit=unit, per_gpu=per_gpu,
-                                 decimal_comma=self.decimal_comma)
+            parsed = parse_price(
+                price,
+                currency=self.currency,
+                unit=unit,
+                per_gpu=per_gpu,
+                decimal_comma=self.decimal_comma,
+            )
         except UnparseablePrice as exc:
             self.logger.warning("unreadable price for %s (%s): %s", sku, price_kind, exc)
             yield {**record, "amount": price.strip()[:40]}
@@ -307,9 +321,12 @@ class HtmlSpider(scrapy.Spider):
 
     def _keep_payload(self, response: Response) -> None:
         content_type = response.headers.get("Content-Type")
-        self.harvest.payloads.append(PagePayload(
-            url=response.url, status=response.status,
-            content_type=content_type.decode("latin-1") if content_type else None,
-            body=response.body, fetched_at=datetime.now(UTC),
-        ))
-
+        self.harvest.payloads.append(
+            PagePayload(
+                url=response.url,
+                status=response.status,
+                content_type=content_type.decode("latin-1") if content_type else None,
+                body=response.body,
+                fetched_at=datetime.now(UTC),
+            )
+        )

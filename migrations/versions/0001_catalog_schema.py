@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises:
-Create Date: 2026-11-29 21:59:43.998905
+Create Date: 2026-11-29 22:19:14.201253
 """
 
 from collections.abc import Sequence
@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 import schema.types
+
 revision: str = '0001'
 down_revision: str | Sequence[str] | None = None
 branch_labels: str | Sequence[str] | None = None
@@ -247,6 +248,7 @@ def upgrade() -> None:
     sa.Column('bare_metal', sa.Boolean(), nullable=True),
     sa.Column('price_floor', sa.Boolean(), nullable=False),
     sa.Column('source_url', sa.String(length=2048), nullable=True),
+    sa.Column('fingerprint', sa.String(length=16), nullable=True),
     sa.Column('status', sa.String(length=16), nullable=False),
     sa.Column('amount', schema.types.DecimalType(), nullable=False),
     sa.Column('currency', sa.String(length=3), nullable=False),
@@ -265,7 +267,6 @@ def upgrade() -> None:
         batch_op.create_index(batch_op.f('ix_offer_country'), ['country'], unique=False)
         batch_op.create_index('ix_offer_gpu_slug_status', ['gpu_slug', 'status'], unique=False)
         batch_op.create_index(batch_op.f('ix_offer_provider'), ['provider'], unique=False)
-        batch_op.create_index(batch_op.f('ix_offer_status'), ['status'], unique=False)
 
     op.create_table('region',
     sa.Column('id', sa.Integer(), nullable=False),
@@ -361,13 +362,11 @@ def upgrade() -> None:
     with op.batch_alter_table('price_observation', schema=None) as batch_op:
         batch_op.create_index('ix_price_observation_offer_valid', ['offer_id', 'valid_from'], unique=False)
         batch_op.create_index(batch_op.f('ix_price_observation_version_from'), ['version_from'], unique=False)
-        batch_op.create_index(batch_op.f('ix_price_observation_version_to'), ['version_to'], unique=False)
 
 
 
 def downgrade() -> None:
     with op.batch_alter_table('price_observation', schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f('ix_price_observation_version_to'))
         batch_op.drop_index(batch_op.f('ix_price_observation_version_from'))
         batch_op.drop_index('ix_price_observation_offer_valid')
 
@@ -392,7 +391,6 @@ def downgrade() -> None:
 
     op.drop_table('region')
     with op.batch_alter_table('offer', schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f('ix_offer_status'))
         batch_op.drop_index(batch_op.f('ix_offer_provider'))
         batch_op.drop_index('ix_offer_gpu_slug_status')
         batch_op.drop_index(batch_op.f('ix_offer_country'))

@@ -24,8 +24,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        yield
-        app.state.engine.dispose()
+        leader = None
+        if settings.scheduler_enabled:
+            from service.scheduler import Leader
+
+            leader = Leader(app.state.engine, settings)
+            leader.start()
+        app.state.leader = leader
+        try:
+            yield
+        finally:
+            if leader is not None:
+                leader.stop()
+            app.state.engine.dispose()
 
     app = FastAPI(title="gpuatlas", version="0.1.0", description=API_DESCRIPTION, lifespan=lifespan)
     app.state.settings = settings

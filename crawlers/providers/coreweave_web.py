@@ -1,0 +1,87 @@
+"""CoreWeave pricing, https://www.coreweave.com/pricing (2026 layout).
+
+Page quirks (see docs/sources/web-pages.md and fixtures/coreweave-web/):
+
+- Webflow CMS grid ``div.table-v2.gpu-pricing``: a header row of ``table-v2-cell``s
+  (``GPU Model | GPU Count | VRAM (GB) | vCPUs | System RAM (GB) | Local Storage (TB) |
+  On-Demand Price (Per Hour) | Spot Price (Per Hour) | Inference …``), then rows
+  ``div.table-row-v2.kubernetes-gpu-pricing`` whose model cell is
+  ``h3.table-model-name[data-product]`` (the SKU).
+- Prices are per instance-hour. ``N/A`` spot cells and empty cells with a
+  ``Contact sales`` link carry no price. The single-GPU inference column is a serverless
+  price, not an instance offer: skipped.
+- The GPU count of NVL72 racks carries a footnote marker (``4<sup>1</sup>``): ``text()``
+  drops ``<sup>``. RAM has thousands commas (``4,096``).
+- Every row repeats its values in a mobile block (``span.item-value``,
+  ``div.table-meta-value``): only the desktop cells are read, and rows are deduped.
+- The region comes from the eyebrow above each table (``REGION: NORTH AMERICA`` ->
+  ``north-america``). CPU tables (``kubernetes-cpu-pricing``) are skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from scrapy.http import TextResponse
+
+from crawlers.normalize.prices import parse_number, parse_unit
+from crawlers.scrapy import HtmlSpider, column, slug, text
+
+
+def _has(cls: str) -> str:
+    return f"contains(concat(' ', normalize-space(@class), ' '), ' {cls} ')"
+
+
+_TABLES = f"//div[{_has('table-v2')} and {_has('gpu-pricing')}]"
+_HEADER = f"./div[{_has('table-v2-header')}]/div[{_has('table-v2-cell')}]"
+_ROWS = f".//div[{_has('table-row-v2')} and {_has('kubernetes-gpu-pricing')}]"
+_CELLS = f"./div[{_has('table-v2-cell')}]"
+_KINDS = (("on-demand", "on_demand"), ("spot", "spot"))
+
+
+class CoreWeaveWeb(HtmlSpider):
+    name = "coreweave-web"
+    provider = "coreweave"
+    base_url = "https://www.coreweave.com"
+    start_paths = ("/pricing",)
+    region = "north-america"
+    docs_url = "https://docs.coreweave.com/docs/pricing"
+
+    def parse_page(self, response: TextResponse) -> Iterator[Any]:
+        seen: set[tuple[str, str, str]] = set()
+        for table in self.require(response.xpath(_TABLES), "GPU table (div.table-v2.gpu-pricing)"):
+            eyebrow = text(table.xpath(f"preceding::*[{_has('eyebrow')}][1]"))
+            region = slug(eyebrow.split(":", 1)[-1]) if eyebrow else self.region
+            headers = [text(cell) for cell in table.xpath(_HEADER)]
+            count_col, vram_col = column(headers, "gpu count"), column(headers, "vram")
+            cpu_col, ram_col = column(headers, "vcpu"), column(headers, "system ram")
+            prices = [(column(headers, word, "price"), kind) for word, kind in _KINDS]
+            for row in table.xpath(_ROWS):
+                model = row.xpath(f".//h3[{_has('table-model-name')}]")
+                name = text(model)
+                sku = model.attrib.get("data-product") or name
+                cells = [text(cell) for cell in row.xpath(_CELLS)]
+
+                def at(index: int | None, cells: list[str] = cells) -> str | None:
+                    return cells[index] if index is not None and index < len(cells) else None
+
+                for index, kind in prices:
+                    if index is None or (region, sku, kind) in seen:
+                        continue
+                    seen.add((region, sku, kind))
+                    unit, per_gpu = parse_unit(headers[index])
+                    yield from self.offer(
+                        response,
+                        sku=sku,
+                        gpu_name=name,
+                        gpu_count=parse_number(at(count_col)),
+                        price=at(index),
+                        price_kind=kind,
+                        unit=unit,
+                        per_gpu=False if per_gpu is None else per_gpu,
+                        region=region,
+                        gpu_memory_gb=parse_number(at(vram_col)),
+                        vcpus=parse_number(at(cpu_col)),
+                        memory_gb=parse_number(at(ram_col)),
+                    )

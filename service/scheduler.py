@@ -1,0 +1,178 @@
+"""Per-source schedules (APScheduler 3.11), wired to the same function the CLI calls.
+
+One scheduler per database: on SQLite a lock file next to the database refuses a
+second one; on PostgreSQL the holder of an advisory lock schedules and the others wait
+to take over.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import re
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import IO, Any
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+from sqlalchemy import Engine, text
+from sqlalchemy.engine import make_url
+
+from crawlers.registry import all_sources
+from schema.types import utcnow
+from service.config import Settings
+from service.queries import last_good_crawls
+
+log = logging.getLogger("gpuatlas.scheduler")
+INTERVAL_RE = re.compile(r"^(\d+)\s*([smhd])$")
+UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+LEADER_LOCK_KEY = 0x67707562  # "gpub"
+
+
+class SchedulerLockError(RuntimeError):
+    """Another scheduler already runs on this database."""
+
+
+def parse_interval(value: str) -> int:
+    match = INTERVAL_RE.match(value.strip().lower())
+    if not match:
+        raise ValueError(f"bad schedule {value!r}: use e.g. 10m, 1h, 6h, 1d")
+    seconds = int(match.group(1)) * UNIT_SECONDS[match.group(2)]
+    if seconds < 10:
+        raise ValueError(f"schedule {value!r} is shorter than 10 s")
+    return seconds
+
+
+def source_schedules(settings: Settings) -> dict[str, int]:
+    """Source name -> interval in seconds (configuration overrides the source default)."""
+    schedules = {}
+    for name, cls in all_sources().items():
+        configured = settings.schedules.get(name)
+        if configured == "off":
+            continue
+        schedules[name] = parse_interval(configured or getattr(cls, "schedule", "6h"))
+    return schedules
+
+
+def build_scheduler(
+    engine: Engine, settings: Settings, run: Callable[[str], Any] | None = None
+) -> BackgroundScheduler:
+    from service.crawl import crawl_source
+
+    def crawl(name: str) -> None:
+        try:
+            report = (run or (lambda n: crawl_source(engine, settings, n, trigger="scheduler")))(
+                name
+            )
+            log.info("scheduled crawl %s: %s", name, getattr(report, "label", report))
+        except Exception:  # a crash of one crawl never stops the scheduler
+            log.exception("scheduled crawl %s crashed", name)
+
+    scheduler = BackgroundScheduler(timezone="UTC")
+    with engine.connect() as conn:
+        last = last_good_crawls(conn)
+    now = utcnow()
+    for name, seconds in source_schedules(settings).items():
+        previous = last.get(name)
+        first = previous + timedelta(seconds=seconds) if previous else now + timedelta(seconds=30)
+        scheduler.add_job(
+            crawl,
+            IntervalTrigger(seconds=seconds, jitter=min(300, seconds // 10)),
+            args=[name],
+            id=f"crawl:{name}",
+            name=f"crawl {name}",
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=max(60, seconds // 2),
+            next_run_time=max(first, now + timedelta(seconds=5)),
+        )
+    return scheduler
+
+
+class SqliteSchedulerLock:
+    """An exclusive lock file beside the SQLite database: one scheduler per file."""
+
+    def __init__(self, database_url: str) -> None:
+        database = make_url(database_url).database or ":memory:"
+        self.path = Path(f"{database}.scheduler.lock")
+        self._handle: IO[str] | None = None
+
+    def acquire(self) -> None:
+        handle = self.path.open("a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise SchedulerLockError(
+                f"another scheduler is already running on this database ({self.path} is "
+                "locked); run the API with GPUATLAS_SCHEDULER_ENABLED=false or stop the other"
+            ) from None
+        self._handle = handle
+
+    def release(self) -> None:
+        if self._handle is not None:
+            fcntl.flock(self._handle, fcntl.LOCK_UN)
+            self._handle.close()
+            self._handle = None
+
+
+class Leader:
+    """Runs the scheduler while this process holds the database's scheduler lock."""
+
+    def __init__(self, engine: Engine, settings: Settings, poll_seconds: float = 5.0) -> None:
+        self.engine, self.settings, self.poll_seconds = engine, settings, poll_seconds
+        self.scheduler: BackgroundScheduler | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._sqlite_lock: SqliteSchedulerLock | None = None
+
+    @property
+    def is_leader(self) -> bool:
+        return self.scheduler is not None
+
+    def start(self) -> None:
+        if self.engine.dialect.name == "sqlite":
+            self._sqlite_lock = SqliteSchedulerLock(self.settings.database_url)
+            self._sqlite_lock.acquire()
+            self.scheduler = build_scheduler(self.engine, self.settings)
+            self.scheduler.start()
+            return
+        self._thread = threading.Thread(target=self._campaign, name="scheduler-leader", daemon=True)
+        self._thread.start()
+
+    def _campaign(self) -> None:
+        """PostgreSQL: hold an advisory lock on a dedicated connection while leading."""
+        while not self._stop.is_set():
+            try:
+                with self.engine.connect() as conn:
+                    got = conn.execute(
+                        text("SELECT pg_try_advisory_lock(:key)"), {"key": LEADER_LOCK_KEY}
+                    ).scalar()
+                    conn.commit()
+                    if got:
+                        log.info("this process is the scheduler leader")
+                        self.scheduler = build_scheduler(self.engine, self.settings)
+                        self.scheduler.start()
+                        while not self._stop.wait(self.poll_seconds):
+                            conn.execute(text("SELECT 1"))  # lock lives with this connection
+                            conn.commit()
+            except Exception:
+                log.exception("scheduler leadership lost")
+            finally:
+                if self.scheduler is not None:
+                    self.scheduler.shutdown(wait=False)
+                    self.scheduler = None
+            self._stop.wait(self.poll_seconds)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self.scheduler is not None and self._thread is None:
+            self.scheduler.shutdown(wait=False)
+            self.scheduler = None
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self._sqlite_lock is not None:
+            self._sqlite_lock.release()

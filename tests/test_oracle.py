@@ -1,0 +1,145 @@
+"""OCI price list through a real local HTTP server: GPU parts -> shapes, fences, changes."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Engine, select
+
+from schema.prices import Offer
+from service.config import Settings
+from service.crawl import crawl_source
+from tests.conftest import FIXTURES
+from tests.replay import ReplayServer, Reply
+
+ROUTE = "/pls/apex/cetools/api/v1/products/?currencyCode=USD"
+FILE = FIXTURES / "oracle" / "products-USD.json"
+OFFER = Offer.__table__  # type: ignore[attr-defined]
+SHAPES = 17  # shapes of the 12 known parts
+UNKNOWN_PARTS = {"B93544", "B109480", "B111758", "B112140", "B112237", "B112613"}
+
+
+def _settings(settings: Settings, server: ReplayServer) -> Settings:
+    return settings.model_copy(
+        update={"source_base_urls": {"oracle": server.url}, "http_max_retries": 2}
+    )
+
+
+def _offers(engine: Engine) -> dict[str, dict[str, Any]]:
+    with engine.connect() as conn:
+        rows = conn.execute(select(OFFER).where(OFFER.c.source == "oracle")).mappings().all()
+    return {row["sku"]: dict(row) for row in rows}
+
+
+def _book() -> dict[str, Any]:
+    return json.loads(FILE.read_text())
+
+
+def _body(book: dict[str, Any]) -> bytes:
+    return json.dumps(book).encode()
+
+
+def test_gpu_parts_become_per_gpu_shape_offers(
+    engine: Engine, settings: Settings, server: ReplayServer
+) -> None:
+    server.route(
+        ROUTE,
+        Reply(b"busy", status=503, headers={"Retry-After": "0"}),
+        Reply(b'{"message": "slow down"}', status=429, headers={"Retry-After": "0"}),
+        Reply.file(FILE),
+    )
+    report = crawl_source(engine, _settings(settings, server), "oracle")
+    assert report.label == "ok", report
+    assert len(server.requests) == 3  # a 503 and a 429, both retried
+    offers = _offers(engine)
+    assert len(offers) == SHAPES + len(UNKNOWN_PARTS)
+
+    h100 = offers["BM.GPU.H100.8"]
+    assert (h100["amount"], h100["price_per"], h100["gpu_count"], h100["unit"]) == (
+        Decimal("10"),
+        "gpu",
+        8,
+        "hour",
+    )
+    assert h100["region"] == "global" and h100["country"] is None and h100["bare_metal"] is True
+    assert h100["vcpus"] == 224 and h100["memory_gb"] == 2048
+    # one part bills three A10 shapes
+    assert {offers[s]["amount"] for s in ("VM.GPU.A10.1", "VM.GPU.A10.2", "BM.GPU.A10.4")} == {
+        Decimal("2")
+    }
+    assert (
+        offers["VM.GPU.A10.2"]["gpu_count"] == 2 and offers["VM.GPU.A10.1"]["bare_metal"] is False
+    )
+    assert offers["BM.GPU.A100-v2.8"]["amount"] == Decimal("4")
+    # parts the table does not know yet: one GPU-hour each, visible rather than dropped
+    assert {f"gpu-part-{p}" for p in UNKNOWN_PARTS} <= set(offers)
+    assert offers["gpu-part-B109480"]["amount"] == Decimal("10.75")
+    # software licences, on-premises appliances and per-node rows are not offers
+    assert not {"gpu-part-B111824", "gpu-part-B110965", "gpu-part-B111455"} & set(offers)
+
+    slugs = {r.sku: r.gpu_model for r in report.records}
+    assert slugs["BM.GPU.H200.8"] == "nvidia-h200-sxm-141gb"
+    assert slugs["BM.GPU.MI300X.8"] == "amd-mi300x-192gb"
+    assert report.unmapped.get("gpu:H100T") == 1
+
+    assert "authorization" not in {k.lower() for k in server.requests[-1][2]}
+
+    unchanged = crawl_source(engine, _settings(settings, server), "oracle")
+    assert unchanged.label == "ok" and unchanged.catalog_version is None
+
+    book = _book()
+    for item in book["items"]:
+        if item["partNumber"] == "B98415":
+            item["currencyCodeLocalizations"][0]["prices"][0]["value"] = 9.5
+    server.route(ROUTE, Reply(_body(book)))
+    cheaper = crawl_source(engine, _settings(settings, server), "oracle")
+    assert cheaper.label == "ok" and cheaper.catalog_version is not None
+    assert cheaper.counts["changed"] == 1 and cheaper.counts["added"] == 0
+    assert _offers(engine)["BM.GPU.H100.8"]["amount"] == Decimal("9.5")
+
+
+def _renamed_metric() -> bytes:
+    book = _book()
+    for item in book["items"]:
+        item["metric"] = item.pop("metricName")
+    return _body(book)
+
+
+BAD_ANSWERS = {
+    "server-errors": (
+        Reply(b"busy", status=503, headers={"Retry-After": "0"}),
+        "failed: server error",
+    ),
+    "truncated-json": (
+        Reply(b'{"lastUpdated": "2026-11-14", "items": [{"partNumber"'),
+        "failed: invalid payload",
+    ),
+    "renamed-field": (Reply(_renamed_metric()), "failed: layout changed"),
+    "renamed-root": (
+        Reply(b'{"lastUpdated": "2026-11-14", "products": []}'),
+        "failed: layout changed",
+    ),
+    "empty": (Reply(b'{"lastUpdated": "2026-11-14", "items": []}'), "failed: empty result"),
+}
+
+
+def test_bad_answers_fail_and_write_nothing(
+    engine: Engine, settings: Settings, server: ReplayServer
+) -> None:
+    for case, (reply, label) in BAD_ANSWERS.items():
+        server.route(ROUTE, reply)
+        report = crawl_source(engine, _settings(settings, server), "oracle")
+        assert report.label.startswith(label), case
+        assert _offers(engine) == {}, case
+
+
+def test_saved_price_book_dry_run() -> None:
+    settings = Settings(environment="test", _env_file=None)  # type: ignore[call-arg]
+    report = crawl_source(None, settings, "oracle", from_files=[FILE], dry_run=True)
+    assert report.label == "ok"
+    by_sku = {r.sku: r for r in report.records}
+    assert by_sku["BM.GPU.GB200.4"].amount == Decimal("16")
+    assert by_sku["BM.GPU.GB200.4"].gpu_count == 4
+    assert by_sku["VM.GPU3.4"].amount == Decimal("2.95")
