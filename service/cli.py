@@ -21,7 +21,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from service.config import REFERENCE_DIR, Settings, get_settings
 from service.db import DatabaseConfigError, make_engine
-from service.output import Format, emit, emit_jsonl
+from service.output import Format, emit, emit_jsonl, text
 
 app = typer.Typer(
     name="gpuatlas",
@@ -376,6 +376,25 @@ def offers(
     )
     with engine().connect() as conn:
         rows = list_offers(conn, filters, limit)
+    if fmt is Format.table:
+        display = [
+            {
+                "id": r["id"],
+                "provider": r["provider"],
+                "sku": r["sku"],
+                "region": r["region"],
+                "cc": r["country"],
+                "gpu": r["gpu_slug"] or f"? {r['gpu_name_raw']}",
+                "gpus": r["gpu_count"],
+                "kind": r["price_kind"],
+                "price": f"{text(r['amount'])} {r['currency']}/{r['unit']}",
+                "usd/gpu-h": r["gpu_hour_usd"],
+                "source": r["source"],
+            }
+            for r in rows
+        ]
+        emit(display, fmt, title="offers (USD per GPU-hour ascending)")
+        return
     columns = [
         "id",
         "provider",
@@ -383,17 +402,23 @@ def offers(
         "region",
         "country",
         "gpu_slug",
+        "gpu_name_raw",
         "gpu_count",
         "price_kind",
         "amount",
         "currency",
         "unit",
         "gpu_hour_usd",
+        "hourly_usd",
+        "amount_usd",
+        "fx_rate",
+        "fx_date",
         "source",
+        "last_changed_at",
+        "crawl_run_id",
+        "raw_sha256",
     ]
-    if fmt is not Format.table:
-        columns += ["hourly_usd", "amount_usd", "fx_rate", "last_changed_at", "crawl_run_id"]
-    emit(rows, fmt, columns, title="offers (USD per GPU-hour ascending)")
+    emit(rows, fmt, columns)
 
 
 @app.command()

@@ -72,10 +72,15 @@ def emit(
             writer.writerow([text(row.get(c)) for c in columns])
     else:
         table = Table(title=title, show_lines=False, header_style="bold")
-        for column in columns:
-            table.add_column(column, overflow="fold")
-        for row in rows:
-            table.add_row(*(text(row.get(c)) for c in columns))
+        cells = [[text(row.get(c)) for c in columns] for row in rows]
+        for index, column in enumerate(columns):
+            widest = max([len(column), *(len(r[index]) for r in cells)])
+            # short columns keep their width; only long ones (names, URLs) get truncated
+            table.add_column(
+                column, overflow="ellipsis", no_wrap=True, min_width=widest if widest <= 24 else 12
+            )
+        for cells_row in cells:
+            table.add_row(*cells_row)
         (console or Console()).print(table)
     out.flush()
 

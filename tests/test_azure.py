@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from crawlers.base import LayoutChanged
+from crawlers.normalize.reference import reference_index
 from crawlers.providers.azure import SERIES, SIZES, AzureRetailPrices, first_page_url, rebase
 from schema.prices import CatalogVersion, Offer, PriceObservation
 from service.config import REFERENCE_DIR, Settings
@@ -163,7 +164,9 @@ def test_full_crawl_follows_every_page(
         "Standard_NV4ads_V710_v5"
     }
     assert {r.reason for r in report.rejections} == {"gpu_count: Field required"}
-    assert "gpu:AMD Radeon PRO V620" in report.unmapped
+    # GPUs without a reference row (AMD V620, MI25 slices) are reported, never dropped
+    for record in report.records:
+        assert record.gpu_model or f"gpu:{record.gpu_name_raw}" in report.unmapped
 
     again = crawl_source(engine, _settings(settings, server), "azure")
     assert again.label == "ok"
@@ -271,6 +274,11 @@ def test_row_mapping_rules() -> None:
     assert source.record({**row, "retailPrice": 0}) is None
     assert source.skipped == {"windows": 1, "devtest": 1, "zero price": 1}
     assert set(SIZES) >= {H100, "Standard_ND96isr_MI300X_v5", "Standard_NV36ads_A10_v5"}
+
+
+def test_size_table_uses_reference_slugs() -> None:
+    slugs = reference_index().gpu_slugs
+    assert {size.gpu_model for size in SIZES.values() if size.gpu_model} <= slugs
 
 
 def test_next_page_link_stays_on_the_configured_host() -> None:

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, select
 
-from crawlers.providers.gcp import MACHINES, sku_price, skus_url
+from crawlers.normalize.reference import reference_index
+from crawlers.providers.gcp import ACCELERATORS, MACHINES, sku_price, skus_url
 from schema.crawl import CrawlRun
 from schema.prices import CatalogVersion, Offer
 from service.config import REFERENCE_DIR, Settings
@@ -267,6 +268,14 @@ def test_empty_result_is_not_applied(
     report = crawl_source(engine, _settings(settings, server), "gcp")
     assert report.label.startswith("failed: empty result")
     assert _offers(engine) == {} and _versions(engine) == 0
+
+
+def test_tables_use_reference_slugs() -> None:
+    slugs = reference_index().gpu_slugs
+    assert {acc.gpu_model for acc in ACCELERATORS.values() if acc.gpu_model} <= slugs
+    assert {machine.accelerator for machine in MACHINES.values()} <= {
+        acc.type for acc in ACCELERATORS.values()
+    }
 
 
 def test_saved_pages_dry_run_without_key_or_database() -> None:

@@ -106,7 +106,7 @@ def _csv(*rows: str) -> bytes:
 def test_every_gpuhunt_provider_maps_to_a_reference_provider() -> None:
     reference = yaml.safe_load((FIXTURES / "reference" / "providers.yaml").read_text())
     slugs = {p["slug"] for p in reference["providers"]}
-    sources = {n: c for n, c in all_sources().items() if n.startswith("gpuhunt:")}
+    sources: dict[str, Any] = {n: c for n, c in all_sources().items() if n.startswith("gpuhunt:")}
     assert set(sources) >= {"gpuhunt:runpod", "gpuhunt:nebius", "gpuhunt:lambdalabs", "gpuhunt:aws"}
     for name, cls in sources.items():
         assert name == f"gpuhunt:{cls.peer}"

@@ -64,7 +64,8 @@ def _settings(settings: Settings, server: ReplayServer, name: str) -> Settings:
 
 
 def _serve(server: ReplayServer, name: str, *replies: Reply) -> str:
-    path: str = get_source(name).catalog_path()
+    source: Any = get_source(name)
+    path: str = source.catalog_path()
     server.route(path, *replies)
     return server.url + path
 
@@ -97,7 +98,7 @@ def _lambda_csv(*rows: str) -> bytes:
 def test_every_cloud_is_a_peer_source_of_a_reference_provider() -> None:
     reference = yaml.safe_load((FIXTURES / "reference" / "providers.yaml").read_text())
     slugs = {p["slug"] for p in reference["providers"]}
-    sources = {n: c for n, c in all_sources().items() if n.startswith("skypilot:")}
+    sources: dict[str, Any] = {n: c for n, c in all_sources().items() if n.startswith("skypilot:")}
     assert len(sources) >= 20
     for name, cls in sources.items():
         assert name == f"skypilot:{cls.peer}"
@@ -136,8 +137,8 @@ def test_every_fixture_crawls_and_ingests(
         assert report.counts["rejected"] == 0, name
         stored = _offers(engine, name)
         assert len(stored) == offers, name
-        cls = get_source(name)
-        assert get_source(name).seed_fixtures == [fixture]
+        cls: Any = get_source(name)
+        assert cls.seed_fixtures == [fixture]
         assert {r["currency"] for r in stored.values()} == {cls.currency}
         assert {r["source_url"] for r in stored.values()} == {url}
         assert {r["provider"] for r in stored.values()} == {cls.provider}
