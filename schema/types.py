@@ -56,8 +56,8 @@ class DecimalType(TypeDecorator[Decimal]):
     def process_result_value(self, value: Any, dialect: Dialect) -> Decimal | None:
         if value is None:
             return None
-        if isinstance(value, Decimal):
-            return value.normalize() if value == value.to_integral() else value
+        if isinstance(value, Decimal):  # NUMERIC(28, 10) pads: drop the padding zeros
+            return Decimal(decimal_to_text(value))
         return Decimal(str(value))
 
 

@@ -17,7 +17,7 @@ from tests.replay import ReplayServer, Reply
 PATH = "/api/v0/bundles/"
 PAGES = [FIXTURES / "vastai" / "bundles-page-1.json", FIXTURES / "vastai" / "bundles-page-2.json"]
 OFFER = Offer.__table__  # type: ignore[attr-defined]
-RECORDS = 530  # 276 on-demand + 254 interruptible, from 400 asks
+RECORDS = 513  # 268 on-demand + 245 interruptible, from 400 asks
 
 
 def _settings(settings: Settings, server: ReplayServer) -> Settings:
@@ -56,13 +56,13 @@ def test_offers_are_paged_by_id_and_reduced_to_the_cheapest_ask(
     assert second["id"] == {"gt": max(o["id"] for o in _page(0)["offers"])}
 
     offers = _offers(engine)
-    # three 8x H100 SXM asks in the US (Texas x2, New York): the cheapest wins
+    # three 8x H100 SXM asks in the US (Nevada, California, Texas): the cheapest wins
     h100 = offers[("8x H100 SXM 80GB", "US", "on_demand")]
-    assert h100["amount"] == Decimal("12.434083")  # 12.434083333333334 from the API
+    assert h100["amount"] == Decimal("12.642083")  # 12.642083333333334 from the API
     assert (h100["country"], h100["gpu_count"], h100["currency"]) == ("US", 8, "USD")
     bid = offers[("8x H100 SXM 80GB", "US", "interruptible")]
-    assert bid["amount"] == Decimal("6.563025") and bid["price_floor"] is True
-    assert offers[("8x H100 SXM 80GB", "IT", "on_demand")]["amount"] == Decimal("19.962083")
+    assert bid["amount"] == Decimal("5.317739") and bid["price_floor"] is True
+    assert offers[("8x H100 SXM 80GB", "TW", "on_demand")]["amount"] == Decimal("15.216694")
     # usable MiB snapped to nominal size: L40S shows 46068 MiB
     assert offers[("1x L40S 48GB", "US", "on_demand")]["gpu_memory_gb"] == 48
     # hosts without a location are kept, not dropped
