@@ -31,6 +31,8 @@ from crawlers.base import (
 )
 
 RETRYABLE_STATUS = {429, 500, 502, 503, 504}
+PAYLOAD_KEY = "_payload"
+"""Set on each raw record: the index of the payload it was parsed from (provenance)."""
 
 
 @dataclass(frozen=True)
@@ -215,10 +217,12 @@ def drive(
                 response.path,
             )
         )
+        payload_index = len(output.payloads) - 1
         for item in parse_guarded(source, response, ctx):
             if isinstance(item, Request):
                 queue.append(item)
             else:
+                item[PAYLOAD_KEY] = payload_index
                 output.records.append(item)
         if on_page:
             on_page(output.pages, len(output.records))
@@ -279,8 +283,10 @@ def run_from_files(source: ApiSource, ctx: Context, paths: list[Path]) -> CrawlO
         output.pages += 1
         output.source_urls.append(url)
         output.payloads.append(FetchedPayload(url, response.fetched_at, 200, None, body))
+        payload_index = len(output.payloads) - 1
         for item in parse_guarded(source, response, ctx):
             if not isinstance(item, Request):
+                item[PAYLOAD_KEY] = payload_index
                 output.records.append(item)
     return output
 

@@ -91,12 +91,15 @@ class Pipeline:
         self.reference = reference or reference_index()
         self.stats = PipelineStats()
         self._position = 0
+        self.payload_of: dict[int, int] = {}
+        """id(OfferRecord) -> index of the raw payload it came from, when known."""
 
     def process(self, raw: dict[str, Any]) -> OfferRecord | Rejected:
         position = self._position
         self._position += 1
         self.stats.seen += 1
         record = dict(raw)
+        payload = record.pop("_payload", None)
         for step in STEPS:
             record = step(record, self.meta, self.stats, self.reference)
         try:
@@ -107,6 +110,8 @@ class Pipeline:
             self.stats.reasons[reason.split(":", 1)[0]] += 1
             return Rejected(position, reason, record)
         self.stats.valid += 1
+        if isinstance(payload, int):
+            self.payload_of[id(offer)] = payload
         return offer
 
     def run(self, raws: Iterable[dict[str, Any]]) -> tuple[list[OfferRecord], list[Rejected]]:

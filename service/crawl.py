@@ -222,14 +222,21 @@ def _ingest_output(
             "unmapped": sum(pipeline.stats.unmapped.values()),
         }
         return
+    payloads = _payloads(output)
+    record_payloads = {
+        key: payloads[index].sha256
+        for key, index in pipeline.payload_of.items()
+        if 0 <= index < len(payloads)
+    }
     result: IngestResult = ingest(
         engine,
         settings,
         CrawlResult(
+            record_payloads=record_payloads,
             source=source_cls.name,  # type: ignore[attr-defined]
             records=records,
             rejections=report.rejections,
-            payloads=_payloads(output),
+            payloads=payloads,
             source_urls=output.source_urls,
             parser_version=source_cls.parser_version,  # type: ignore[attr-defined]
             complete=output.complete,

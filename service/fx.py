@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -49,11 +49,12 @@ def store_rates(
     if not rows:
         return 0
     insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
-    total = 0
+    count = select(func.count()).select_from(FX_TABLE)
+    before = conn.execute(count).scalar() or 0
     for start in range(0, len(rows), 500):
         stmt = insert(FX_TABLE).on_conflict_do_nothing(index_elements=["rate_date", "currency"])
-        total += conn.execute(stmt, rows[start : start + 500]).rowcount or 0
-    return total
+        conn.execute(stmt, rows[start : start + 500])
+    return int(conn.execute(count).scalar() or 0) - int(before)
 
 
 class FxTable:

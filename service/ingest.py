@@ -107,6 +107,8 @@ class CrawlResult:
     """False when the crawl may have missed offers: then nothing is withdrawn."""
     trigger: str = "cli"
     log: str | None = None
+    record_payloads: dict[int, str] = field(default_factory=dict)
+    """id(record) -> sha256 of the payload it was parsed from (multi-payload crawls)."""
 
 
 @dataclass
@@ -546,7 +548,7 @@ def _apply(
     _ensure_providers(conn, {r.provider for r, _, _ in diff.added}, resolver)
     if not diff.empty:
         version = (conn.execute(select(func.max(VERSION.c.id))).scalar() or 0) + 1
-        writer_ = _Writer(conn, FxTable.load(conn), run_id, now, version, crawl.payloads)
+        writer_ = _Writer(conn, FxTable.load(conn), run_id, now, version, crawl)
         writer_.write(crawl.source, diff)
         result.catalog_version = version
         _ensure_instance_types(conn, diff.added)
@@ -760,10 +762,12 @@ class _Writer:
         run_id: int,
         now: datetime,
         version: int,
-        payloads: list[Payload],
+        crawl: CrawlResult,
     ) -> None:
         self.conn, self.fx, self.run_id, self.now, self.version = conn, fx, run_id, now, version
+        payloads = crawl.payloads
         self.raw_sha256 = payloads[0].sha256 if len(payloads) == 1 else None
+        self.record_payloads = crawl.record_payloads
         self.observations: list[tuple[Any, ...]] = []
         self._next_obs = (conn.execute(select(func.max(OBS.c.id))).scalar() or 0) + 1
         self._fx_cache: dict[str, Any] = {}
@@ -803,7 +807,7 @@ class _Writer:
                 self.now,
                 self.version,
                 self.run_id,
-                self.raw_sha256,
+                self.record_payloads.get(id(record), self.raw_sha256),
             )
         )
         return obs_id

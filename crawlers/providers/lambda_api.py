@@ -41,6 +41,7 @@ class LambdaCloud(ApiSource):
     credential = "lambda_api_key"
     docs_url = "https://docs-api.lambda.ai/api/cloud#listInstanceTypes"
     terms_url = "https://lambda.ai/legal/terms-of-service"
+    seed_fixtures = ("instance-types.json",)
 
     def start(self, ctx: Context) -> Iterator[Request]:
         yield Request(f"{ctx.base_url}/api/v1/instance-types")

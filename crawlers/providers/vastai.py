@@ -104,6 +104,7 @@ class VastAi(ApiSource):
     currency = "USD"
     docs_url = "https://docs.vast.ai/api-reference/search/search-offers"
     terms_url = "https://vast.ai/terms"
+    seed_fixtures = ("bundles-page-1.json", "bundles-page-2.json")
     page_size = 250
     allocated_storage_gb = 5
 
