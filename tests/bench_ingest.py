@@ -189,9 +189,9 @@ def floor(
             conn.close()
     else:
         import psycopg
+        from sqlalchemy.engine import make_url
 
         from service.db import normalize_url
-        from sqlalchemy.engine import make_url
 
         u = make_url(normalize_url(url))
 
@@ -224,8 +224,8 @@ def main() -> None:
         results["SQLite"] = run_backend("sqlite", f"sqlite:///{path}", path)
     pg = os.environ.get("GPUATLAS_TEST_POSTGRES_URL")
     if pg:
-        from tests.conftest import create_pg_database, drop_pg_database
         from service.db import normalize_url
+        from tests.conftest import create_pg_database, drop_pg_database
 
         admin = normalize_url(pg)
         url = create_pg_database(admin)

@@ -1,7 +1,14 @@
-"""Child process for the SIGKILL test: ingest one record set, announcing when it starts."""
+"""Fork server for the SIGKILL test: imports once, then forks one ingest per request.
+
+Reads a target ("a" or "b") per line on stdin; for each, forks a child that prints
+``ready <pid>``, ingests that record set and exits. Children are reaped automatically,
+so a killed child's pid disappears as soon as it is dead.
+"""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 
 from service.config import Settings
@@ -11,13 +18,18 @@ from tests.test_ingest_kill import record_set
 
 
 def main() -> None:
-    url, which = sys.argv[1], sys.argv[2]
-    engine = make_engine(url)
+    url = sys.argv[1]
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     settings = Settings(database_url=url, environment="test", _env_file=None)  # type: ignore[call-arg]
-    records = record_set(which)
-    print("ready", flush=True)
-    ingest(engine, settings, CrawlResult(source="acme", records=records))
-    print("done", flush=True)
+    prepared = {"a": record_set("a"), "b": record_set("b")}
+    for line in sys.stdin:
+        target = line.strip()
+        pid = os.fork()
+        if pid == 0:
+            engine = make_engine(url)  # a fresh engine: nothing shared with the parent
+            print(f"ready {os.getpid()}", flush=True)
+            ingest(engine, settings, CrawlResult(source="acme", records=prepared[target]))
+            os._exit(0)
 
 
 if __name__ == "__main__":

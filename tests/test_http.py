@@ -10,7 +10,7 @@ import pytest
 
 from crawlers.base import ApiSource, Context, Request, Response, SourceError
 from crawlers.http import PAYLOAD_KEY, FetchPolicy, json_body, require, run_api_source
-from tests.replay import Reply, ReplayServer
+from tests.replay import ReplayServer, Reply
 
 
 class Paged(ApiSource):
@@ -32,10 +32,12 @@ class Paged(ApiSource):
 
 
 def page(n: int, items: int = 3, last: bool = False) -> bytes:
-    return orjson.dumps({
-        "items": [{"sku": f"p{n}-{i}", "price": "1.5"} for i in range(items)],
-        "next": None if last else n + 1,
-    })
+    return orjson.dumps(
+        {
+            "items": [{"sku": f"p{n}-{i}", "price": "1.5"} for i in range(items)],
+            "next": None if last else n + 1,
+        }
+    )
 
 
 def policy(**overrides: Any) -> FetchPolicy:
@@ -63,8 +65,9 @@ def test_follows_pages_to_the_end_and_tags_each_record_with_its_payload(
 
 def test_retries_429_honouring_retry_after_then_succeeds(server: ReplayServer) -> None:
     sleeps: list[float] = []
-    server.route("/items?page=1", Reply(b"slow down", 429, {"Retry-After": "1"}),
-                 Reply(page(1, last=True)))
+    server.route(
+        "/items?page=1", Reply(b"slow down", 429, {"Retry-After": "1"}), Reply(page(1, last=True))
+    )
     output = run_api_source(Paged(), Context(base_url=server.url), policy(sleep=sleeps.append))
     assert len(output.records) == 3 and sleeps == [1.0] and output.retries == 1
 

@@ -6,6 +6,7 @@ structural invariants hold, and the next ingest works. 20 kills per database.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -56,33 +57,66 @@ def test_sigkill_mid_ingest_leaves_before_or_after(engine: Engine, settings: Set
     # only in "b" stay as withdrawn rows once "a" is ingested again).
     states = {"a": content(engine), "b": state_b}
     outcomes = {"before": 0, "after": 0}
-    url = settings.database_url
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for kill in range(KILLS):
-        before = content(engine)
-        target = "b" if kill % 2 == 0 else "a"
-        child = subprocess.Popen(
-            [sys.executable, "-m", "tests.kill_child", url, target],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            cwd=ROOT,
-            env=env,
-            text=True,
-        )
-        assert child.stdout is not None
-        assert child.stdout.readline().strip() == "ready"
-        time.sleep(rng.uniform(0.0, 0.7))
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=30)
-        child.stdout.close()
-        engine.dispose()  # drop pooled connections; the database is what it is on disk
-        after = content(engine)
-        check_invariants(engine)
-        if after == before:
-            outcomes["before"] += 1
-        else:
-            outcomes["after"] += 1
-            assert after == states[target], "catalog is in a state between two ingests"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.kill_child", settings.database_url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        text=True,
+    )
+    assert server.stdin is not None and server.stdout is not None
+
+    def spawn(target: str) -> int:
+        server.stdin.write(target + "\n")  # type: ignore[union-attr]
+        server.stdin.flush()  # type: ignore[union-attr]
+        word, pid = server.stdout.readline().split()  # type: ignore[union-attr]
+        assert word == "ready"
+        return int(pid)
+
+    def wait_dead(pid: int) -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.005)
+        raise AssertionError(f"child {pid} did not end")
+
+    def opposite() -> str:
+        return "b" if content(engine) == states["a"] else "a"
+
+    try:
+        # Calibrate on this machine, now: how long does one ingest take after "ready"?
+        durations = []
+        for _ in range(2):
+            pid = spawn(opposite())
+            started = time.monotonic()
+            wait_dead(pid)
+            durations.append(time.monotonic() - started)
+        window = 1.5 * max(durations)
+        for _ in range(KILLS):
+            before = content(engine)
+            target = opposite()
+            pid = spawn(target)
+            time.sleep(rng.uniform(0.0, window))
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            wait_dead(pid)
+            engine.dispose()  # drop pooled connections; the database is what it is on disk
+            after = content(engine)
+            check_invariants(engine)
+            if after == before:
+                outcomes["before"] += 1
+            else:
+                outcomes["after"] += 1
+                assert after == states[target], "catalog is in a state between two ingests"
+    finally:
+        server.stdin.close()
+        server.wait(timeout=30)
+        server.stdout.close()
     # the next ingest works and reaches a known state
     result = ingest(engine, settings, CrawlResult(source="acme", records=record_set("b")))
     assert result.status.value == "ok"

@@ -6,6 +6,7 @@ import json
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine, select
 
 from schema.prices import Offer
@@ -112,6 +113,7 @@ BAD_ANSWERS = {
         Reply(b"busy", status=503, headers={"Retry-After": "0"}),
         "failed: server error",
     ),
+    "truncated-body": (Reply.file(FILE, truncate=True), "failed: truncated body"),
     "truncated-json": (
         Reply(b'{"lastUpdated": "2026-11-14", "items": [{"partNumber"'),
         "failed: invalid payload",
@@ -126,13 +128,14 @@ BAD_ANSWERS = {
 
 
 def test_bad_answers_fail_and_write_nothing(
-    engine: Engine, settings: Settings, server: ReplayServer
+    engine: Engine, settings: Settings, server: ReplayServer, subtests: pytest.Subtests
 ) -> None:
     for case, (reply, label) in BAD_ANSWERS.items():
-        server.route(ROUTE, reply)
-        report = crawl_source(engine, _settings(settings, server), "oracle")
-        assert report.label.startswith(label), case
-        assert _offers(engine) == {}, case
+        with subtests.test(case):
+            server.route(ROUTE, reply)
+            report = crawl_source(engine, _settings(settings, server), "oracle")
+            assert report.label.startswith(label)
+            assert _offers(engine) == {}
 
 
 def test_saved_price_book_dry_run() -> None:

@@ -6,6 +6,7 @@ import json
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine, select
 
 from schema.prices import Offer
@@ -122,13 +123,14 @@ BAD_ANSWERS = {
 
 
 def test_bad_answers_fail_and_write_nothing(
-    engine: Engine, settings: Settings, server: ReplayServer
+    engine: Engine, settings: Settings, server: ReplayServer, subtests: pytest.Subtests
 ) -> None:
     for case, (reply, label) in BAD_ANSWERS.items():
-        server.route(ROUTE, reply)
-        report = crawl_source(engine, _settings(settings, server), "ovhcloud")
-        assert report.label.startswith(label), case
-        assert _offers(engine) == {}, case
+        with subtests.test(case):
+            server.route(ROUTE, reply)
+            report = crawl_source(engine, _settings(settings, server), "ovhcloud")
+            assert report.label.startswith(label)
+            assert _offers(engine) == {}
 
 
 def test_saved_catalog_dry_run() -> None:

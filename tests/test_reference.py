@@ -100,7 +100,7 @@ def test_unreadable_yaml_is_a_clear_error(tmp_path: Path) -> None:
     folder = tmp_path / "ref"
     shutil.copytree(REFERENCE_DIR, folder)
     (folder / "gpus.yaml").write_text("gpus: [unclosed")
-    with pytest.raises(ReferenceError, match="gpus.yaml: not valid YAML"):
+    with pytest.raises(ReferenceError, match=r"gpus\.yaml: not valid YAML"):
         read_reference(folder)
     (folder / "gpus.yaml").write_text("- just a list\n")
     with pytest.raises(ReferenceError, match="expected a top-level 'gpus:' list"):

@@ -7,6 +7,7 @@ import zlib
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine, select
 
 from crawlers.base import Response
@@ -154,13 +155,14 @@ BAD_ANSWERS = {
 
 
 def test_bad_answers_fail_and_write_nothing(
-    engine: Engine, settings: Settings, server: ReplayServer
+    engine: Engine, settings: Settings, server: ReplayServer, subtests: pytest.Subtests
 ) -> None:
     for case, (reply, label) in BAD_ANSWERS.items():
-        server.route(PATH, reply)
-        report = crawl_source(engine, _settings(settings, server), "runpod")
-        assert report.label.startswith(label), case
-        assert _offers(engine) == {}, case
+        with subtests.test(case):
+            server.route(PATH, reply)
+            report = crawl_source(engine, _settings(settings, server), "runpod")
+            assert report.label.startswith(label)
+            assert _offers(engine) == {}
 
 
 def test_saved_answer_dry_run() -> None:

@@ -58,7 +58,8 @@ def configure(settings: Settings, server: ReplayServer, **extra: Any) -> Setting
 
 
 def page_path(name: str) -> str:
-    return str(get_source(name).start_paths[0])
+    source: Any = get_source(name)
+    return str(source.start_paths[0])
 
 
 def page(name: str) -> Path:

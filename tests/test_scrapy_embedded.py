@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
@@ -32,6 +33,7 @@ INLINE = """<script>var other = 1;</script>
 
 def test_next_data_decodes_decimals() -> None:
     data = next_data(NEXT)
+    assert data is not None
     prices = data["props"]["pageProps"]["prices"]
     assert prices[0] == {"sku": "h100", "price": Decimal("2.49")}
     assert isinstance(prices[1]["price"], Decimal)  # never a float
@@ -51,8 +53,10 @@ def test_ld_json_flattens_graphs_and_skips_broken_blocks() -> None:
 
 def test_assigned_json_reads_inline_state() -> None:
     islands = assigned_json(INLINE, "newIslands")
+    assert islands is not None
     assert islands[0]["props"]["tabs"][0] == {"label": "4x", "price": Decimal("3.09")}
     state = assigned_json(INLINE, "window.__INITIAL_STATE__")
+    assert state is not None
     assert state["gpus"]["a"]["hourly"] == Decimal("1.57")
     assert assigned_json(INLINE, "missing") is None
     with pytest.raises(LayoutChanged, match="not JSON"):
@@ -60,7 +64,10 @@ def test_assigned_json_reads_inline_state() -> None:
 
 
 def test_walk_and_find() -> None:
-    data = {"a": [{"moduleName": "TabsIsland", "x": {"moduleName": "TabsIsland"}}, 3], "b": {}}
+    data: dict[str, Any] = {
+        "a": [{"moduleName": "TabsIsland", "x": {"moduleName": "TabsIsland"}}, 3],
+        "b": {},
+    }
     assert len(list(walk(data))) == 4
     assert len(find_dicts(data, moduleName="TabsIsland")) == 2
     assert find_dicts(data, predicate=lambda d: "x" in d) == [data["a"][0]]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,7 +45,7 @@ def offline() -> Settings:
 
 
 def parse(name: str, *pages: Path) -> SpiderOutput:
-    cls = all_sources()[name]
+    cls: Any = all_sources()[name]
     return run_spider(cls, Context(base_url=cls.base_url), FetchPolicy(), from_files=list(pages))
 
 

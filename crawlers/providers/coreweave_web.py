@@ -15,7 +15,9 @@ Page quirks (see docs/sources/web-pages.md and fixtures/coreweave-web/):
 - Every row repeats its values in a mobile block (``span.item-value``,
   ``div.table-meta-value``): only the desktop cells are read, and rows are deduped.
 - The region comes from the eyebrow above each table (``REGION: NORTH AMERICA`` ->
-  ``north-america``). CPU tables (``kubernetes-cpu-pricing``) are skipped.
+  ``north-america``); a table without one is North America, the page's only region in
+  2026, so offer identities stay stable. CPU tables (``kubernetes-cpu-pricing``) are
+  skipped.
 """
 
 from __future__ import annotations

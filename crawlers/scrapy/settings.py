@@ -69,7 +69,7 @@ def crawl_settings(
         "REMOTE_CONTROL_ENABLED": False,
         # politeness
         "ROBOTSTXT_OBEY": True,
-        "ROBOTSTXT_USER_AGENT": user_agent.split("/", 1)[0].split()[0] or "gpuatlas",
+        "ROBOTSTXT_USER_AGENT": (user_agent.split("/", 1)[0].split() or ["gpuatlas"])[0],
         "USER_AGENT": user_agent,
         "COOKIES_ENABLED": False,
         "CONCURRENT_REQUESTS": 4,

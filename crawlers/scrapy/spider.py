@@ -24,7 +24,14 @@ from typing import Any, ClassVar
 
 import scrapy
 from parsel import Selector, SelectorList
+from scrapy.exceptions import (
+    DownloadCancelledError,
+    DownloadTimeoutError,
+    IgnoreRequest,
+    ResponseDataLossError,
+)
 from scrapy.http import Response, TextResponse
+from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.python.failure import Failure
 
 from crawlers.base import LayoutChanged, SourceError
@@ -121,16 +128,6 @@ class Harvest:
 
 def describe_failure(failure: Failure) -> tuple[str, str]:
     """A Scrapy download/processing failure -> (short reason, detail)."""
-    from scrapy.exceptions import (
-        CannotResolveHostError,
-        DownloadCancelledError,
-        DownloadConnectionRefusedError,
-        DownloadTimeoutError,
-        IgnoreRequest,
-        ResponseDataLossError,
-    )
-    from scrapy.spidermiddlewares.httperror import HttpError
-
     exc = failure.value
     request = getattr(failure, "request", None)
     url = request.url if request is not None else "?"
@@ -159,8 +156,6 @@ def describe_failure(failure: Failure) -> tuple[str, str]:
         return "timeout", message
     if isinstance(exc, ResponseDataLossError):
         return "truncated body", f"{url}: the connection closed before the whole page arrived"
-    if isinstance(exc, DownloadConnectionRefusedError | CannotResolveHostError):
-        return "network error", f"{url}: {type(exc).__name__}: {message}"
     return "network error", f"{url}: {type(exc).__name__}: {message}"[:500]
 
 
@@ -203,8 +198,6 @@ class HtmlSpider(scrapy.Spider):
             yield scrapy.Request(url, callback=self.parse, errback=self.on_error, dont_filter=True)
 
     def on_error(self, failure: Failure) -> None:
-        from scrapy.spidermiddlewares.httperror import HttpError
-
         if isinstance(failure.value, HttpError):
             self._keep_payload(failure.value.response)
         reason, detail = describe_failure(failure)
@@ -218,7 +211,7 @@ class HtmlSpider(scrapy.Spider):
         self._keep_payload(response)
         self.harvest.pages += 1
         if not isinstance(response, TextResponse):
-            content_type = response.headers.get("Content-Type", b"").decode("latin-1")
+            content_type = (response.headers.get("Content-Type") or b"").decode("latin-1")
             self.harvest.fail(
                 "layout changed",
                 f"{response.url} is not a text page ({content_type or 'no content type'})",
