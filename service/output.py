@@ -73,15 +73,16 @@ def emit(
     else:
         table = Table(title=title, show_lines=False, header_style="bold")
         cells = [[text(row.get(c)) for c in columns] for row in rows]
-        for index, column in enumerate(columns):
-            widest = max([len(column), *(len(r[index]) for r in cells)])
-            # short columns keep their width; only long ones (names, URLs) get truncated
-            table.add_column(
-                column, overflow="ellipsis", no_wrap=True, min_width=widest if widest <= 24 else 12
-            )
+        widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+        for column in columns:
+            table.add_column(column, no_wrap=True)
         for cells_row in cells:
             table.add_row(*cells_row)
-        (console or Console()).print(table)
+        console = console or Console()
+        natural = sum(widths) + 3 * len(columns) + 1
+        if natural > console.width:  # never squeeze columns to nothing: let lines be long
+            console = Console(width=natural, file=console.file)
+        console.print(table)
     out.flush()
 
 
