@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-SourceKind = Literal["api", "html", "peer", "fx"]
+SourceKind = Literal["api", "html", "peer", "marketplace", "fx"]
 SCHEDULE_DEFAULTS: dict[str, str] = {
     "api": "1h",
     "html": "6h",

@@ -76,7 +76,8 @@ def map_region(
         return record
     country = ref.country(str(record.get("provider")), str(region))
     if country is None:
-        stats.unmapped[f"region:{record.get('provider')}/{region}"] += 1
+        if not record.get("country") and region != "global":
+            stats.unmapped[f"region:{record.get('provider')}/{region}"] += 1
     elif not record.get("country"):
         record["country"] = country
     return record

@@ -242,6 +242,10 @@ def _validate(crawl: CrawlResult) -> _Validated:
     records: list[OfferRecord] = []
     rejections = list(crawl.rejections)
     protected: set[Key] = set()
+    for rejection in crawl.rejections:  # rejected upstream (pipeline): never withdraw those
+        key = _loose_key(rejection.record, crawl.source)
+        if key:
+            protected.add(key)
     seen: dict[Key, Decimal] = {}
     for position, item in enumerate(crawl.records):
         try:
@@ -405,6 +409,8 @@ class _Reference:
 
 
 _MISSING: Any = object()
+GLOBAL_REGIONS = frozenset({"global"})
+"""Region code of a price that is the same everywhere the provider operates."""
 
 
 class _Resolver:
@@ -425,6 +431,8 @@ class _Resolver:
             gpu_slug = self._gpu[gpu_key] = self._resolve_gpu(record)
         region_key = (record.provider, record.region)
         region_country = self.reference.regions.get(region_key)
+        if region_country is None and (record.country or record.region in GLOBAL_REGIONS):
+            region_country = ""  # known: the record says where, or the price is global
         if gpu_slug is None or region_country is None:
             self._count_unmapped(record, gpu_slug, region_country)
         return (
@@ -435,7 +443,7 @@ class _Resolver:
             record.gpu_memory_gb,
             record.vcpus,
             record.memory_gb,
-            record.country or region_country,
+            record.country or region_country or None,
             record.bare_metal,
             record.price_floor,
             record.source_url,

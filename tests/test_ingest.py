@@ -12,7 +12,7 @@ from schema.crawl import CrawlRun, RawPayload, RejectedRecord, UnmappedName
 from service.config import Settings
 from service.db import writer
 from service.fx import Rate, store_rates
-from service.ingest import CrawlResult, Payload, ingest
+from service.ingest import CrawlResult, Payload, Rejection, ingest
 from service.queries import get_offer, offer_history
 from tests.factories import OBS, OFFER, VERSION, catalog_state, check_invariants, record, records
 
@@ -161,6 +161,39 @@ def test_a_rejected_record_does_not_withdraw_its_offer(engine: Engine, settings:
     assert result.rejected == 1 and result.withdrawn == 0
 
 
+def test_a_record_rejected_upstream_does_not_withdraw_its_offer(
+    engine: Engine, settings: Settings
+) -> None:
+    ingest(engine, settings, crawl(records(10)))
+    bad = record(4, amount="n/a")
+    result = ingest(
+        engine,
+        settings,
+        crawl(
+            [r for r in records(10) if r["sku"] != "gpu-4"],
+            rejections=[Rejection(4, "amount: unparseable amount 'n/a'", bad)],
+        ),
+    )
+    assert result.rejected == 1 and result.withdrawn == 0
+
+
+def test_a_global_price_or_a_stated_country_is_not_an_unmapped_region(
+    engine: Engine, settings: Settings
+) -> None:
+    result = ingest(
+        engine,
+        settings,
+        crawl([record(0, region="global", country=None), record(1, region="xx-1", country="FR")]),
+    )
+    with engine.connect() as conn:
+        regions = {
+            r.value
+            for r in conn.execute(select(UnmappedName.__table__))  # type: ignore[attr-defined]
+            if r.kind == "region"
+        }
+    assert result.added == 2 and regions == set()
+
+
 def test_duplicate_key_with_two_prices_is_ambiguous_and_rejected(
     engine: Engine, settings: Settings
 ) -> None:
@@ -172,7 +205,9 @@ def test_duplicate_key_with_two_prices_is_ambiguous_and_rejected(
 def test_unknown_gpu_region_and_provider_are_recorded_not_dropped(
     engine: Engine, settings: Settings
 ) -> None:
-    result = ingest(engine, settings, crawl([record(0, gpu_name_raw="Quantum Flux 9000")]))
+    result = ingest(
+        engine, settings, crawl([record(0, gpu_name_raw="Quantum Flux 9000", country=None)])
+    )
     assert result.added == 1 and result.unmapped == 1
     with engine.connect() as conn:
         names = {(r.kind, r.value) for r in conn.execute(select(UnmappedName.__table__))}  # type: ignore[attr-defined]
