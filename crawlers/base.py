@@ -103,6 +103,8 @@ class ApiSource:
     """Name of the Settings field holding the credential (missing → skipped)."""
     docs_url: ClassVar[str | None] = None
     terms_url: ClassVar[str | None] = None
+    max_bytes: ClassVar[int | None] = None
+    """A larger byte budget than the global one, for sources with huge payloads."""
     fixtures: ClassVar[str | None] = None
     """Folder under fixtures/ with this source's recorded responses (defaults to name)."""
 

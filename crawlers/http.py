@@ -65,6 +65,8 @@ class CrawlOutput:
     pages: int = 0
     retries: int = 0
     complete: bool = True
+    notes: dict[str, Any] = field(default_factory=dict)
+    """What the source left out on purpose and why (stored in the crawl run's log)."""
 
 
 def _retry_after(value: str | None) -> float | None:

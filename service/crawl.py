@@ -99,11 +99,23 @@ def fetch_source(
 
 
 def _payloads(output: CrawlOutput) -> list[Payload]:
-    payloads = []
-    for p in output.payloads:
-        body = p.body if p.body is not None else (p.path.read_bytes() if p.path else b"")
-        payloads.append(Payload(p.url, body, p.fetched_at, p.content_type, p.status_code))
-    return payloads
+    return [
+        Payload(p.url, p.body, p.fetched_at, p.content_type, p.status_code, path=p.path)
+        for p in output.payloads
+    ]
+
+
+def _log_text(output: CrawlOutput) -> str | None:
+    """The crawl run's log: what the source skipped on purpose, then the fetcher's log."""
+    parts = []
+    if output.notes:
+        import orjson
+
+        parts.append(orjson.dumps(output.notes, option=orjson.OPT_SORT_KEYS).decode())
+    child_log = getattr(output, "log", None)
+    if child_log:
+        parts.append(str(child_log))
+    return "\n".join(parts) or None
 
 
 def _cleanup(output: CrawlOutput | None) -> None:
@@ -241,7 +253,7 @@ def _ingest_output(
             parser_version=source_cls.parser_version,  # type: ignore[attr-defined]
             complete=output.complete,
             trigger=trigger,
-            log=getattr(output, "log", None),
+            log=_log_text(output),
         ),
         crawl_run_id=run_id,
     )

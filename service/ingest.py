@@ -12,10 +12,11 @@ from __future__ import annotations
 import hashlib
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -73,17 +74,44 @@ Key = tuple[str, str, str, str, str]
 
 @dataclass
 class Payload:
-    """A raw response body as fetched, kept compressed and content-addressed."""
+    """A raw response body as fetched, kept compressed and content-addressed.
+
+    Large bodies stay on disk (``path``): they are hashed and compressed in chunks."""
 
     url: str
-    body: bytes
+    body: bytes | None
     fetched_at: datetime
     content_type: str | None = None
     status_code: int | None = None
+    path: Path | None = None
+    _digest: str | None = field(default=None, repr=False)
+
+    def chunks(self) -> Iterator[bytes]:
+        if self.path is not None:
+            with self.path.open("rb") as handle:
+                while chunk := handle.read(1 << 20):
+                    yield chunk
+        elif self.body:
+            yield self.body
+
+    @property
+    def size(self) -> int:
+        return self.path.stat().st_size if self.path is not None else len(self.body or b"")
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.body).hexdigest()
+        if self._digest is None:
+            digest = hashlib.sha256()
+            for chunk in self.chunks():
+                digest.update(chunk)
+            self._digest = digest.hexdigest()
+        return self._digest
+
+    def compressed(self) -> bytes:
+        compressor = zlib.compressobj(6)
+        parts = [compressor.compress(chunk) for chunk in self.chunks()]
+        parts.append(compressor.flush())
+        return b"".join(parts)
 
 
 @dataclass
@@ -312,8 +340,8 @@ def _store_payloads(conn: Connection, run_id: int, payloads: list[Payload]) -> N
     new = [
         {
             "sha256": sha,
-            "size": len(p.body),
-            "compressed": zlib.compress(p.body, 6),
+            "size": p.size,
+            "compressed": p.compressed(),
             "content_type": _clip(p.content_type, 200),
             "first_seen_at": now,
         }

@@ -12,7 +12,10 @@ from pathlib import Path
 
 import yaml
 
+
 from schema.names import gpu_alias_key
+
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available
 
 REFERENCE_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "reference"
 
@@ -35,7 +38,7 @@ class ReferenceIndex:
 def _read(path: Path, key: str) -> list[dict]:
     if not path.exists():
         return []
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    data = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER) or {}
     return list(data.get(key) or [])
 
 
