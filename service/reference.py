@@ -26,7 +26,6 @@ from pydantic import (
 from sqlalchemy import Connection, Engine, Table, delete, select, update
 from sqlalchemy import insert as sa_insert
 
-
 from schema.catalog import GpuAlias, GpuModel, Provider, Region
 from schema.codes import country_codes
 from schema.names import gpu_alias_key
@@ -138,7 +137,7 @@ def _read_rows(path: Path, key: str, model: type[_Row]) -> list[Any]:
     if not path.exists():
         raise ReferenceError(f"{path.name}: file not found at {path}")
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)  # noqa: S506 (a safe loader)
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise ReferenceError(f"{path.name}: not valid YAML: {exc}".splitlines()[0]) from None
     if not isinstance(data, dict) or not isinstance(data.get(key), list):

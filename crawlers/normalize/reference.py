@@ -12,7 +12,6 @@ from pathlib import Path
 
 import yaml
 
-
 from schema.names import gpu_alias_key
 
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available
@@ -38,7 +37,7 @@ class ReferenceIndex:
 def _read(path: Path, key: str) -> list[dict]:
     if not path.exists():
         return []
-    data = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER) or {}
+    data = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)  # noqa: S506 (a safe loader) or {}
     return list(data.get(key) or [])
 
 
