@@ -3,7 +3,12 @@
 from schema.alerts import AlertEvent, ApiKey, Subscription
 from schema.base import metadata
 from schema.catalog import GpuAlias, GpuModel, InstanceType, Provider, Region
-from schema.compliance import Certification, ExportRuleSet, GpuClassification
+from schema.compliance import (
+    Certification,
+    CountryMembership,
+    ExportRuleSet,
+    GpuClassification,
+)
 from schema.crawl import CrawlRun, CrawlRunPayload, RawPayload, RejectedRecord, UnmappedName
 from schema.fx import FxRate
 from schema.prices import CatalogVersion, Offer, PriceObservation
@@ -13,6 +18,7 @@ __all__ = [
     "AlertEvent",
     "ApiKey",
     "CatalogVersion",
+    "CountryMembership",
     "Certification",
     "CrawlRun",
     "CrawlRunPayload",

@@ -74,6 +74,17 @@ class Settings(BaseSettings):
 
     # alerts
     allow_private_webhooks: bool = False
+    webhook_timeout_seconds: float = Field(
+        default=10.0, gt=0, le=300, description="whole delivery attempt, connect to last byte"
+    )
+    webhook_concurrency: int = Field(default=16, ge=1, le=256)
+    webhook_retry_base_seconds: float = Field(default=30.0, gt=0)
+    webhook_retry_max_seconds: float = Field(default=3600.0, gt=0, description="longest backoff")
+    webhook_retry_window_hours: float = Field(
+        default=24.0, gt=0, description="after this long undelivered, an event is dead-lettered"
+    )
+    dispatcher_interval_seconds: int = Field(default=5, ge=1)
+    dispatcher_batch_size: int = Field(default=500, ge=1, le=10000)
 
     @field_validator("database_url")
     @classmethod

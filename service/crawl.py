@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -94,8 +94,18 @@ def fetch_source(
         )
     source: ApiSource = source_cls()
     if from_files:
-        return run_from_files(source, ctx, from_files)
-    return run_api_source(source, ctx, fetch_policy(settings), transport=transport, on_page=on_page)
+        output = run_from_files(source, ctx, from_files)
+    else:
+        policy = fetch_policy(settings)
+        own_cap = getattr(source_cls, "max_bytes", None)
+        if own_cap and own_cap > policy.max_bytes:  # e.g. AWS's multi-GB offer files
+            policy = replace(policy, max_bytes=own_cap)
+        output = run_api_source(source, ctx, policy, transport=transport, on_page=on_page)
+    for counter in ("skipped", "stats"):  # what the source left out on purpose, counted
+        counts = getattr(source, counter, None)
+        if counts:
+            output.notes[counter] = dict(counts)
+    return output
 
 
 def _payloads(output: CrawlOutput) -> list[Payload]:

@@ -29,6 +29,7 @@ from schema.names import gpu_alias_key
 from schema.prices import CatalogVersion, Offer, PriceObservation
 from schema.records import OfferRecord, describe_validation_error
 from schema.types import utcnow
+from service.alerts.outbox import enqueue_for_diff
 from service.bulk import bulk_insert
 from service.config import Settings
 from service.db import writer
@@ -586,6 +587,7 @@ def _apply(
         version = (conn.execute(select(func.max(VERSION.c.id))).scalar() or 0) + 1
         writer_ = _Writer(conn, FxTable.load(conn), run_id, now, version, crawl)
         writer_.write(crawl.source, diff)
+        enqueue_for_diff(conn, version, diff, now, writer_.observations)
         result.catalog_version = version
         _ensure_instance_types(conn, diff.added)
     result.added = len(diff.added) + len(diff.reopened)

@@ -1,16 +1,43 @@
-"""Read queries over the catalog, shared by the CLI and the API (never writes)."""
+"""Read queries over the catalog, shared by the CLI and the API (never writes).
+
+Two ways to read offers:
+
+* **current** (``version=None``): the denormalized current state, ``offer.observation_id``
+  joined to its observation, ``offer.status = 'active'``. The fast path.
+* **pinned** (``version=V``): the observations visible at catalog version V
+  (``version_from <= V`` and ``version_to`` null or ``> V``). Used for ``as_of`` and for
+  cursors issued before a newer ingest committed, so a listing paged across an ingest
+  returns each offer exactly once.
+
+Offer attributes (GPU count, country, bare metal...) are the offer's current ones in both
+paths; only prices (and which offers exist) are versioned.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
+import importlib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
-from sqlalchemy import Connection, Select, and_, cast, func, or_, select
+from sqlalchemy import (
+    Connection,
+    Select,
+    and_,
+    cast,
+    exists,
+    func,
+    or_,
+    select,
+    union,
+)
+from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import Float
 
 from schema.catalog import GpuModel, Provider, Region
+from schema.compliance import Certification, GpuClassification
 from schema.crawl import CrawlRun
 from schema.enums import OfferStatus
 from schema.prices import CatalogVersion, Offer, PriceObservation
@@ -22,26 +49,142 @@ GPU = GpuModel.__table__  # type: ignore[attr-defined]
 PROVIDER = Provider.__table__  # type: ignore[attr-defined]
 REGION = Region.__table__  # type: ignore[attr-defined]
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]
+CERT = Certification.__table__  # type: ignore[attr-defined]
+CLASSIFICATION = GpuClassification.__table__  # type: ignore[attr-defined]
+
+SortKey = Literal["price_per_gpu_hour", "price", "price_per_pflop_hour", "gpu_count", "provider"]
+SORT_KEYS: tuple[str, ...] = (
+    "price_per_gpu_hour",
+    "price",
+    "price_per_pflop_hour",
+    "gpu_count",
+    "provider",
+)
 
 
 class NotFound(LookupError):
     """The named thing does not exist."""
 
 
+class ComplianceUnavailable(RuntimeError):
+    """A compliance filter was asked for but the compliance module is not installed."""
+
+    def __init__(self, parameter: str) -> None:
+        super().__init__(f"{parameter}: compliance filters are not available yet")
+        self.parameter = parameter
+
+
 @dataclass(frozen=True)
 class OfferFilters:
     gpu: str | None = None
     """A canonical slug or a family (e.g. 'h100')."""
-    provider: str | None = None
+    provider: str | Sequence[str] | None = None
     country: str | None = None
     price_kind: str | None = None
     source: str | None = None
     min_gpus: Decimal | None = None
     max_gpus: Decimal | None = None
+    min_gpu_memory_gb: Decimal | None = None
+    region: str | None = None
+    not_country: Sequence[str] = ()
+    gdpr: bool | None = None
+    cert: Sequence[str] = ()
+    provider_hq_not_in: Sequence[str] = ()
+    export_destination: str | None = None
+    bare_metal: bool | None = None
+    max_price_per_gpu_hour: Decimal | None = None
+    """USD per GPU-hour."""
+    include_peers: bool = False
+    """False: a peer source's offer yields to a first-party offer of the same identity."""
+
+    def providers(self) -> list[str]:
+        if not self.provider:
+            return []
+        if isinstance(self.provider, str):
+            return [self.provider]
+        return list(self.provider)
+
+    def active(self) -> dict[str, Any]:
+        """The filters that are set (for explanations and cache keys)."""
+        out: dict[str, Any] = {}
+        for name in (
+            "gpu",
+            "provider",
+            "country",
+            "price_kind",
+            "source",
+            "min_gpus",
+            "max_gpus",
+            "min_gpu_memory_gb",
+            "region",
+            "not_country",
+            "gdpr",
+            "cert",
+            "provider_hq_not_in",
+            "export_destination",
+            "bare_metal",
+            "max_price_per_gpu_hour",
+        ):
+            value = getattr(self, name)
+            if value is not None and value != () and value != [] and value != "":
+                out[name] = value
+        return out
+
+
+@dataclass(frozen=True)
+class ComplianceSets:
+    """Compliance filters resolved to plain sets by ``service.compliance.filters``."""
+
+    cert_providers: frozenset[str] | None = None
+    gdpr_countries: frozenset[str] | None = None
+    licence_gpus: frozenset[str] | None = None
+
+
+def _compliance_module() -> Any | None:
+    try:
+        return importlib.import_module("service.compliance.filters")
+    except ModuleNotFoundError:
+        return None
+
+
+def resolve_compliance(
+    conn: Connection, filters: OfferFilters, on: date | None = None
+) -> ComplianceSets:
+    """Ask the compliance module for the sets behind ``cert``, ``gdpr``, ``export_destination``.
+
+    Raises :class:`ComplianceUnavailable` when one is asked for and the module is missing.
+    """
+    if not (filters.cert or filters.gdpr is not None or filters.export_destination):
+        return ComplianceSets()
+    module = _compliance_module()
+    on = on or datetime.now(UTC).date()
+    cert_providers = gdpr_countries = licence_gpus = None
+    if filters.cert:
+        helper = getattr(module, "providers_with_certs", None)
+        if helper is None:
+            raise ComplianceUnavailable("cert")
+        cert_providers = frozenset(helper(conn, list(filters.cert), on))
+    if filters.gdpr is not None:
+        helper = getattr(module, "gdpr_countries", None)
+        if helper is None:
+            raise ComplianceUnavailable("gdpr")
+        gdpr_countries = frozenset(helper(conn))
+    if filters.export_destination:
+        helper = getattr(module, "gpus_needing_licence", None)
+        if helper is None:
+            raise ComplianceUnavailable("export_destination")
+        licence_gpus = frozenset(helper(conn, filters.export_destination.upper(), on))
+    return ComplianceSets(cert_providers, gdpr_countries, licence_gpus)
 
 
 def current_version(conn: Connection) -> int:
     return int(conn.execute(select(func.coalesce(func.max(VERSION.c.id), 0))).scalar() or 0)
+
+
+def version_at(conn: Connection, when: datetime) -> int:
+    """The catalog version current at ``when`` (0 when the catalog was still empty)."""
+    stmt = select(func.coalesce(func.max(VERSION.c.id), 0)).where(VERSION.c.created_at <= when)
+    return int(conn.execute(stmt).scalar() or 0)
 
 
 OFFER_COLUMNS = (
@@ -57,6 +200,7 @@ OFFER_COLUMNS = (
     OFFER.c.gpu_slug,
     OFFER.c.gpu_name_raw,
     OFFER.c.gpu_count,
+    OFFER.c.gpu_memory_gb,
     OFFER.c.vcpus,
     OFFER.c.memory_gb,
     OFFER.c.bare_metal,
@@ -84,38 +228,297 @@ def _sortable(column: Any, dialect: str) -> Any:
     return cast(column, Float) if dialect == "sqlite" else column
 
 
-def offers_query(filters: OfferFilters, dialect: str) -> Select[Any]:
-    stmt = (
-        select(*OFFER_COLUMNS)
-        .join(OBS, OBS.c.id == OFFER.c.observation_id)
-        .where(OFFER.c.status == OfferStatus.active.value)
+def visible_at(obs: Any, version: int) -> ColumnElement[bool]:
+    """The observation was the offer's price at catalog ``version``."""
+    return and_(
+        obs.c.version_from <= version,
+        or_(obs.c.version_to.is_(None), obs.c.version_to > version),
     )
-    if filters.gpu:
+
+
+def sort_expression(sort: str, dialect: str) -> Any:
+    if sort == "price_per_gpu_hour":
+        return _sortable(OBS.c.gpu_hour_usd, dialect)
+    if sort == "price":
+        return _sortable(OBS.c.hourly_usd, dialect)
+    if sort == "gpu_count":
+        return _sortable(OFFER.c.gpu_count, dialect)
+    if sort == "provider":
+        return OFFER.c.provider
+    if sort == "price_per_pflop_hour":
+        tflops = select(GPU.c.tflops_bf16).where(GPU.c.slug == OFFER.c.gpu_slug).scalar_subquery()
+        if dialect == "sqlite":
+            return cast(OBS.c.gpu_hour_usd, Float) * 1000 / func.nullif(cast(tflops, Float), 0.0)
+        return func.round(OBS.c.gpu_hour_usd * 1000 / func.nullif(tflops, 0), 10)
+    raise ValueError(f"unknown sort key {sort!r}")
+
+
+def _first_party_covers(version: int | None) -> Any:
+    """A first-party offer of the same (provider, sku, region, price kind) exists."""
+    other = OFFER.alias("first_party")
+    condition = [
+        other.c.provider == OFFER.c.provider,
+        other.c.sku == OFFER.c.sku,
+        other.c.region == OFFER.c.region,
+        other.c.price_kind == OFFER.c.price_kind,
+        ~other.c.source.contains(":"),
+    ]
+    if version is None:
+        condition.append(other.c.status == OfferStatus.active.value)
+    else:
+        other_obs = OBS.alias("first_party_obs")
+        condition.append(
+            exists().where(other_obs.c.offer_id == other.c.id, visible_at(other_obs, version))
+        )
+    return exists().where(*condition)
+
+
+def apply_filters(
+    stmt: Select[Any],
+    filters: OfferFilters,
+    dialect: str,
+    compliance: ComplianceSets | None = None,
+    *,
+    skip: str | None = None,
+) -> Select[Any]:
+    """Add every set filter (except ``skip``, used to explain exclusions) to ``stmt``."""
+
+    def on(name: str) -> bool:
+        return name != skip
+
+    if filters.gpu and on("gpu"):
         gpu = filters.gpu.lower()
         family = select(GPU.c.slug).where(GPU.c.family == gpu)
         stmt = stmt.where(or_(OFFER.c.gpu_slug == gpu, OFFER.c.gpu_slug.in_(family)))
-    if filters.provider:
-        stmt = stmt.where(OFFER.c.provider == filters.provider)
-    if filters.country:
+    providers = filters.providers()
+    if providers and on("provider"):
+        stmt = stmt.where(OFFER.c.provider.in_(providers))
+    if filters.country and on("country"):
         stmt = stmt.where(OFFER.c.country == filters.country.upper())
-    if filters.price_kind:
+    if filters.not_country and on("not_country"):
+        excluded = [c.upper() for c in filters.not_country]
+        stmt = stmt.where(or_(OFFER.c.country.is_(None), OFFER.c.country.not_in(excluded)))
+    if filters.region and on("region"):
+        stmt = stmt.where(OFFER.c.region == filters.region)
+    if filters.price_kind and on("price_kind"):
         stmt = stmt.where(OFFER.c.price_kind == filters.price_kind)
-    if filters.source:
+    if filters.source and on("source"):
         stmt = stmt.where(OFFER.c.source == filters.source)
     count = _sortable(OFFER.c.gpu_count, dialect)
-    if filters.min_gpus is not None:
-        stmt = stmt.where(count >= float(filters.min_gpus))
-    if filters.max_gpus is not None:
-        stmt = stmt.where(count <= float(filters.max_gpus))
-    price = _sortable(OBS.c.gpu_hour_usd, dialect)
-    return stmt.order_by(price.is_(None), price, OFFER.c.id)
+    if filters.min_gpus is not None and on("min_gpus"):
+        stmt = stmt.where(count >= _number(filters.min_gpus, dialect))
+    if filters.max_gpus is not None and on("max_gpus"):
+        stmt = stmt.where(count <= _number(filters.max_gpus, dialect))
+    if filters.min_gpu_memory_gb is not None and on("min_gpu_memory_gb"):
+        wanted = _number(filters.min_gpu_memory_gb, dialect)
+        big = select(GPU.c.slug).where(_sortable(GPU.c.memory_gb, dialect) >= wanted)
+        stmt = stmt.where(
+            or_(
+                _sortable(OFFER.c.gpu_memory_gb, dialect) >= wanted,
+                and_(OFFER.c.gpu_memory_gb.is_(None), OFFER.c.gpu_slug.in_(big)),
+            )
+        )
+    if filters.bare_metal is not None and on("bare_metal"):
+        stmt = stmt.where(OFFER.c.bare_metal.is_(filters.bare_metal))
+    if filters.max_price_per_gpu_hour is not None and on("max_price_per_gpu_hour"):
+        price = _sortable(OBS.c.gpu_hour_usd, dialect)
+        stmt = stmt.where(price <= _number(filters.max_price_per_gpu_hour, dialect))
+    if filters.provider_hq_not_in and on("provider_hq_not_in"):
+        excluded = [c.upper() for c in filters.provider_hq_not_in]
+        domestic = select(PROVIDER.c.slug).where(PROVIDER.c.hq_country.in_(excluded))
+        stmt = stmt.where(OFFER.c.provider.not_in(domestic))
+    compliance = compliance or ComplianceSets()
+    if compliance.cert_providers is not None and on("cert"):
+        stmt = stmt.where(OFFER.c.provider.in_(sorted(compliance.cert_providers)))
+    if compliance.gdpr_countries is not None and on("gdpr"):
+        zone = sorted(compliance.gdpr_countries)
+        if filters.gdpr:
+            stmt = stmt.where(OFFER.c.country.in_(zone))
+        else:
+            stmt = stmt.where(or_(OFFER.c.country.is_(None), OFFER.c.country.not_in(zone)))
+    if compliance.licence_gpus is not None and on("export_destination"):
+        licence = sorted(compliance.licence_gpus)
+        stmt = stmt.where(OFFER.c.gpu_slug.is_not(None), OFFER.c.gpu_slug.not_in(licence))
+    return stmt
+
+
+def _number(value: Decimal, dialect: str) -> Any:
+    return float(value) if dialect == "sqlite" else value
+
+
+def base_query(
+    columns: Iterable[Any],
+    filters: OfferFilters,
+    dialect: str,
+    version: int | None = None,
+    compliance: ComplianceSets | None = None,
+    *,
+    skip: str | None = None,
+) -> Select[Any]:
+    """Offers with their price at ``version`` (None = current), filtered, peers deduped."""
+    if version is None:
+        stmt = (
+            select(*columns)
+            .select_from(OFFER)
+            .join(OBS, OBS.c.id == OFFER.c.observation_id)
+            .where(OFFER.c.status == OfferStatus.active.value)
+        )
+    else:
+        stmt = (
+            select(*columns)
+            .select_from(OFFER)
+            .join(OBS, and_(OBS.c.offer_id == OFFER.c.id, visible_at(OBS, version)))
+        )
+    stmt = apply_filters(stmt, filters, dialect, compliance, skip=skip)
+    if not filters.include_peers:
+        stmt = stmt.where(or_(~OFFER.c.source.contains(":"), ~_first_party_covers(version)))
+    return stmt
+
+
+@dataclass(frozen=True)
+class After:
+    """Where the previous page ended: the sort value (None = null) and the offer id."""
+
+    value: Any
+    offer_id: int
+
+
+def offers_query(
+    filters: OfferFilters,
+    dialect: str,
+    *,
+    version: int | None = None,
+    compliance: ComplianceSets | None = None,
+    sort: str = "price_per_gpu_hour",
+    descending: bool = False,
+    after: After | None = None,
+) -> Select[Any]:
+    """The listing: nulls last, then the sort key, then offer id (a total order)."""
+    key = sort_expression(sort, dialect)
+    stmt = base_query(
+        (*OFFER_COLUMNS, key.label("sort_value")), filters, dialect, version, compliance
+    )
+    if after is not None:
+        if after.value is None:
+            stmt = stmt.where(key.is_(None), OFFER.c.id > after.offer_id)
+        else:
+            beyond = key < after.value if descending else key > after.value
+            stmt = stmt.where(
+                or_(
+                    key.is_(None),
+                    beyond,
+                    and_(key == after.value, OFFER.c.id > after.offer_id),
+                )
+            )
+    return stmt.order_by(key.is_(None), key.desc() if descending else key, OFFER.c.id)
 
 
 def list_offers(
-    conn: Connection, filters: OfferFilters, limit: int = 50, offset: int = 0
+    conn: Connection,
+    filters: OfferFilters,
+    limit: int = 50,
+    offset: int = 0,
+    *,
+    version: int | None = None,
+    compliance: ComplianceSets | None = None,
+    sort: str = "price_per_gpu_hour",
+    descending: bool = False,
+    after: After | None = None,
 ) -> list[dict[str, Any]]:
-    stmt = offers_query(filters, conn.dialect.name).limit(limit).offset(offset)
+    stmt = offers_query(
+        filters,
+        conn.dialect.name,
+        version=version,
+        compliance=compliance,
+        sort=sort,
+        descending=descending,
+        after=after,
+    )
+    stmt = stmt.limit(limit)
+    if offset:
+        stmt = stmt.offset(offset)
     return [dict(row) for row in conn.execute(stmt).mappings()]
+
+
+def stream_offers(
+    conn: Connection,
+    filters: OfferFilters,
+    *,
+    version: int | None = None,
+    compliance: ComplianceSets | None = None,
+    batch: int = 2000,
+) -> Iterator[list[dict[str, Any]]]:
+    """Every matching offer in id order, in batches, without loading them all."""
+    stmt = base_query(OFFER_COLUMNS, filters, conn.dialect.name, version, compliance)
+    stmt = stmt.order_by(OFFER.c.id)
+    result = conn.execution_options(stream_results=True, yield_per=batch).execute(stmt)
+    for part in result.mappings().partitions(batch):
+        yield [dict(r) for r in part]
+
+
+# --- context for a page of offers ---------------------------------------------------------
+
+
+@dataclass
+class OfferContext:
+    regions: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    certifications: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    export_control: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tflops_bf16: dict[str, Decimal] = field(default_factory=dict)
+    last_confirmed: dict[str, datetime] = field(default_factory=dict)
+
+
+def offer_context(conn: Connection, rows: Sequence[dict[str, Any]], on: date) -> OfferContext:
+    """Regions, valid certifications, GPU facts and last good crawls for a page of offers."""
+    ctx = OfferContext()
+    if not rows:
+        return ctx
+    providers = sorted({r["provider"] for r in rows})
+    gpus = sorted({r["gpu_slug"] for r in rows if r["gpu_slug"]})
+    sources = sorted({r["source"] for r in rows})
+    for r in conn.execute(
+        select(
+            REGION.c.provider, REGION.c.code, REGION.c.name, REGION.c.city, REGION.c.country
+        ).where(REGION.c.provider.in_(providers))
+    ).mappings():
+        ctx.regions[(r["provider"], r["code"])] = dict(r)
+    certs = conn.execute(
+        select(CERT.c.provider, CERT.c.scheme, CERT.c.valid_to, CERT.c.regions)
+        .where(
+            CERT.c.provider.in_(providers),
+            CERT.c.status == "certified",
+            CERT.c.superseded_at.is_(None),
+            or_(CERT.c.valid_from.is_(None), CERT.c.valid_from <= on),
+            or_(CERT.c.valid_to.is_(None), CERT.c.valid_to >= on),
+        )
+        .order_by(CERT.c.provider, CERT.c.scheme)
+    ).mappings()
+    for c in certs:
+        ctx.certifications.setdefault(c["provider"], []).append(
+            {"scheme": c["scheme"], "valid_to": c["valid_to"], "regions": c["regions"]}
+        )
+    if gpus:
+        for g in conn.execute(
+            select(GPU.c.slug, GPU.c.tflops_bf16).where(GPU.c.slug.in_(gpus))
+        ).mappings():
+            if g["tflops_bf16"] is not None:
+                ctx.tflops_bf16[g["slug"]] = g["tflops_bf16"]
+        classes = conn.execute(
+            select(CLASSIFICATION.c.gpu_slug, CLASSIFICATION.c.eccn, CLASSIFICATION.c.basis)
+            .where(
+                CLASSIFICATION.c.gpu_slug.in_(gpus),
+                or_(
+                    CLASSIFICATION.c.effective_from.is_(None),
+                    CLASSIFICATION.c.effective_from <= on,
+                ),
+            )
+            .order_by(CLASSIFICATION.c.gpu_slug, CLASSIFICATION.c.effective_from)
+        ).mappings()
+        for k in classes:
+            ctx.export_control[k["gpu_slug"]] = {"eccn": k["eccn"], "basis": k["basis"]}
+    good = last_good_crawls(conn)
+    ctx.last_confirmed = {s: good[s] for s in sources if s in good}
+    return ctx
 
 
 def get_offer(conn: Connection, offer_id: int) -> dict[str, Any]:
@@ -130,27 +533,32 @@ def get_offer(conn: Connection, offer_id: int) -> dict[str, Any]:
     return dict(row)
 
 
+HISTORY_COLUMNS = (
+    OBS.c.id,
+    OBS.c.amount,
+    OBS.c.currency,
+    OBS.c.hourly_amount,
+    OBS.c.amount_usd,
+    OBS.c.gpu_hour_usd,
+    OBS.c.fx_rate,
+    OBS.c.fx_date,
+    OBS.c.valid_from,
+    OBS.c.valid_to,
+    OBS.c.version_from,
+    OBS.c.version_to,
+    OBS.c.crawl_run_id,
+    OBS.c.raw_sha256,
+)
+
+
 def offer_history(
     conn: Connection, offer_id: int, start: datetime | None = None, end: datetime | None = None
 ) -> list[dict[str, Any]]:
-    """Every observation of an offer, oldest first."""
-    get_offer(conn, offer_id)
-    stmt = select(
-        OBS.c.id,
-        OBS.c.amount,
-        OBS.c.currency,
-        OBS.c.hourly_amount,
-        OBS.c.amount_usd,
-        OBS.c.gpu_hour_usd,
-        OBS.c.fx_rate,
-        OBS.c.fx_date,
-        OBS.c.valid_from,
-        OBS.c.valid_to,
-        OBS.c.version_from,
-        OBS.c.version_to,
-        OBS.c.crawl_run_id,
-        OBS.c.raw_sha256,
-    ).where(OBS.c.offer_id == offer_id)
+    """Every observation of an offer overlapping [start, end], oldest first."""
+    exists_stmt = select(OFFER.c.id).where(OFFER.c.id == offer_id)
+    if conn.execute(exists_stmt).first() is None:
+        raise NotFound(f"offer {offer_id} does not exist")
+    stmt = select(*HISTORY_COLUMNS).where(OBS.c.offer_id == offer_id)
     if start is not None:
         stmt = stmt.where(or_(OBS.c.valid_to.is_(None), OBS.c.valid_to > start))
     if end is not None:
@@ -159,9 +567,461 @@ def offer_history(
     return [dict(row) for row in conn.execute(stmt).mappings()]
 
 
-def list_versions(conn: Connection, limit: int = 50) -> list[dict[str, Any]]:
+Resolution = Literal["day", "week"]
+MAX_BUCKETS = 5000
+
+
+def bucket_start(when: datetime, resolution: Resolution) -> datetime:
+    day = when.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    if resolution == "week":
+        return day - timedelta(days=day.weekday())  # ISO weeks start on Monday
+    return day
+
+
+def history_buckets(
+    observations: Sequence[dict[str, Any]],
+    resolution: Resolution,
+    start: datetime | None,
+    end: datetime,
+) -> list[dict[str, Any]]:
+    """min / max / last price (quoted and USD per GPU-hour) per UTC day or ISO week.
+
+    A bucket covers [bucket_start, next bucket_start); an observation counts in every bucket
+    its [valid_from, valid_to) overlaps. ``last`` is the price in force at the bucket's end
+    (or at ``end`` for the bucket containing it). Buckets where no price was in force are
+    omitted.
+    """
+    if not observations:
+        return []
+    step = timedelta(days=7 if resolution == "week" else 1)
+    first = start if start is not None else observations[0]["valid_from"]
+    cursor = bucket_start(max(first, observations[0]["valid_from"]), resolution)
+    out: list[dict[str, Any]] = []
+    index = 0
+    while cursor <= end and len(out) < MAX_BUCKETS:
+        stop = cursor + step
+        while index < len(observations) and _ends_before(observations[index], cursor):
+            index += 1
+        inside = []
+        for obs in observations[index:]:
+            if obs["valid_from"] >= stop or obs["valid_from"] > end:
+                break
+            if not _ends_before(obs, cursor):
+                inside.append(obs)
+        if inside:
+            amounts = [o["amount"] for o in inside]
+            usd = [o["gpu_hour_usd"] for o in inside if o["gpu_hour_usd"] is not None]
+            last = inside[-1]
+            out.append(
+                {
+                    "start": cursor,
+                    "end": stop,
+                    "currency": last["currency"],
+                    "min": min(amounts),
+                    "max": max(amounts),
+                    "last": last["amount"],
+                    "min_price_per_gpu_hour_usd": min(usd) if usd else None,
+                    "max_price_per_gpu_hour_usd": max(usd) if usd else None,
+                    "last_price_per_gpu_hour_usd": last["gpu_hour_usd"],
+                    "observations": len(inside),
+                }
+            )
+        cursor = stop
+    return out
+
+
+def _ends_before(observation: dict[str, Any], when: datetime) -> bool:
+    return observation["valid_to"] is not None and observation["valid_to"] <= when
+
+
+def list_versions(
+    conn: Connection, limit: int = 50, before: int | None = None
+) -> list[dict[str, Any]]:
     stmt = select(VERSION).order_by(VERSION.c.id.desc()).limit(limit)
+    if before is not None:
+        stmt = stmt.where(VERSION.c.id < before)
     return [dict(row) for row in conn.execute(stmt).mappings()]
+
+
+# --- diffs and the change feed --------------------------------------------------------------
+
+CHANGE_OBS_COLUMNS = (
+    OBS.c.offer_id,
+    OBS.c.amount,
+    OBS.c.currency,
+    OBS.c.gpu_hour_usd,
+    OBS.c.version_from,
+    OBS.c.version_to,
+)
+CHANGE_OFFER_COLUMNS = (
+    OFFER.c.id,
+    OFFER.c.source,
+    OFFER.c.provider,
+    OFFER.c.sku,
+    OFFER.c.region,
+    OFFER.c.price_kind,
+    OFFER.c.unit,
+    OFFER.c.gpu_slug,
+    OFFER.c.gpu_count,
+)
+
+
+def _offers_by_id(conn: Connection, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    if not ids:
+        return {}
+    stmt = select(*CHANGE_OFFER_COLUMNS).where(OFFER.c.id.in_(ids))
+    return {r["id"]: dict(r) for r in conn.execute(stmt).mappings()}
+
+
+def _price(obs: dict[str, Any] | None) -> dict[str, Any] | None:
+    if obs is None:
+        return None
+    return {
+        "amount": obs["amount"],
+        "currency": obs["currency"],
+        "price_per_gpu_hour_usd": obs["gpu_hour_usd"],
+    }
+
+
+def diff_versions(
+    conn: Connection, old: int, new: int, *, after_offer: int = 0, limit: int = 1000
+) -> tuple[list[dict[str, Any]], int | None]:
+    """Offers added, changed (old and new price) or withdrawn between two versions.
+
+    Returns the changes of up to ``limit`` candidate offers (id order) and the last
+    candidate id when more may follow (the keyset for the next page).
+    """
+    low, high = min(old, new), max(old, new)
+    touched = union(
+        select(OBS.c.offer_id.label("offer_id")).where(
+            OBS.c.version_from > low, OBS.c.version_from <= high
+        ),
+        select(OBS.c.offer_id.label("offer_id")).where(
+            OBS.c.version_to > low, OBS.c.version_to <= high
+        ),
+    ).subquery()
+    ids = [
+        int(r[0])
+        for r in conn.execute(
+            select(touched.c.offer_id)
+            .where(touched.c.offer_id > after_offer)
+            .order_by(touched.c.offer_id)
+            .limit(limit + 1)
+        )
+    ]
+    more = len(ids) > limit
+    ids = ids[:limit]
+    if not ids:
+        return [], None
+
+    def visible(version: int) -> dict[int, dict[str, Any]]:
+        stmt = select(*CHANGE_OBS_COLUMNS).where(OBS.c.offer_id.in_(ids), visible_at(OBS, version))
+        return {r["offer_id"]: dict(r) for r in conn.execute(stmt).mappings()}
+
+    before, after_ = visible(old), visible(new)
+    offers = _offers_by_id(conn, ids)
+    changes = []
+    for offer_id in ids:
+        a, b = before.get(offer_id), after_.get(offer_id)
+        if a is None and b is None:
+            continue
+        if a is None:
+            kind = "added"
+        elif b is None:
+            kind = "withdrawn"
+        elif (a["amount"], a["currency"]) != (b["amount"], b["currency"]):
+            kind = "changed"
+        else:
+            continue
+        changes.append(
+            {"kind": kind, "offer": offers[offer_id], "old": _price(a), "new": _price(b)}
+        )
+    return changes, (ids[-1] if more else None)
+
+
+def change_feed(
+    conn: Connection,
+    since: int,
+    until: int,
+    *,
+    after: tuple[int, int] = (0, 0),
+    limit: int = 1000,
+) -> tuple[list[dict[str, Any]], tuple[int, int] | None]:
+    """Every change in versions (since, until], ordered by (version, offer id).
+
+    ``after`` is the (version, offer id) the previous page ended with.
+    """
+    starts = select(OBS.c.version_from.label("version"), OBS.c.offer_id.label("offer_id")).where(
+        OBS.c.version_from > since, OBS.c.version_from <= until
+    )
+    ends = select(OBS.c.version_to.label("version"), OBS.c.offer_id.label("offer_id")).where(
+        OBS.c.version_to > since, OBS.c.version_to <= until
+    )
+    events = union(starts, ends).subquery()
+    version_after, offer_after = after
+    stmt = (
+        select(events.c.version, events.c.offer_id)
+        .where(
+            or_(
+                events.c.version > version_after,
+                and_(events.c.version == version_after, events.c.offer_id > offer_after),
+            )
+        )
+        .order_by(events.c.version, events.c.offer_id)
+        .limit(limit + 1)
+    )
+    keys = [(int(v), int(o)) for v, o in conn.execute(stmt)]
+    more = len(keys) > limit
+    keys = keys[:limit]
+    if not keys:
+        return [], None
+    ids = sorted({o for _, o in keys})
+    low, high = keys[0][0], keys[-1][0]
+    opened: dict[tuple[int, int], dict[str, Any]] = {}
+    closed: dict[tuple[int, int], dict[str, Any]] = {}
+    touching = select(*CHANGE_OBS_COLUMNS).where(
+        OBS.c.offer_id.in_(ids),
+        or_(
+            and_(OBS.c.version_from >= low, OBS.c.version_from <= high),
+            and_(OBS.c.version_to >= low, OBS.c.version_to <= high),
+        ),
+    )
+    for r in conn.execute(touching).mappings():
+        opened[(r["version_from"], r["offer_id"])] = dict(r)
+        if r["version_to"] is not None:
+            closed[(r["version_to"], r["offer_id"])] = dict(r)
+    offers = _offers_by_id(conn, ids)
+    created = dict(
+        conn.execute(
+            select(VERSION.c.id, VERSION.c.created_at).where(VERSION.c.id.between(low, high))
+        ).all()
+    )
+    changes = []
+    for key in keys:
+        new, old = opened.get(key), closed.get(key)
+        if new is not None and old is not None:
+            kind = "changed"
+        elif new is not None:
+            kind = "added"
+        else:
+            kind = "withdrawn"
+        changes.append(
+            {
+                "version": key[0],
+                "at": created.get(key[0]),
+                "kind": kind,
+                "offer": offers[key[1]],
+                "old": _price(old),
+                "new": _price(new),
+            }
+        )
+    return changes, (keys[-1] if more else None)
+
+
+# --- aggregates ---------------------------------------------------------------------------
+
+
+def eligible_providers(
+    conn: Connection,
+    filters: OfferFilters,
+    *,
+    version: int | None = None,
+    compliance: ComplianceSets | None = None,
+) -> list[dict[str, Any]]:
+    """One row per provider with a matching offer: its cheapest one and the count."""
+    dialect = conn.dialect.name
+    price = _sortable(OBS.c.gpu_hour_usd, dialect)
+    ranked = base_query(
+        (
+            *OFFER_COLUMNS,
+            func.row_number()
+            .over(partition_by=OFFER.c.provider, order_by=(price.is_(None), price, OFFER.c.id))
+            .label("rank"),
+            func.count().over(partition_by=OFFER.c.provider).label("offer_count"),
+        ),
+        filters,
+        dialect,
+        version,
+        compliance,
+    ).subquery()
+    stmt = select(ranked).where(ranked.c.rank == 1)
+    rows = [dict(r) for r in conn.execute(stmt).mappings()]
+    rows.sort(key=lambda r: (r["gpu_hour_usd"] is None, r["gpu_hour_usd"] or 0, r["provider"]))
+    return rows
+
+
+def explain_exclusions(
+    conn: Connection,
+    filters: OfferFilters,
+    included: set[str],
+    *,
+    version: int | None = None,
+    compliance: ComplianceSets | None = None,
+) -> dict[str, list[str]]:
+    """For each provider without a matching offer: the filters that exclude it.
+
+    A filter is named when the provider has matching offers once that one filter is
+    lifted; when no single filter is to blame, the reason says the filters only exclude
+    it together. Providers without any current offer say so.
+    """
+    dialect = conn.dialect.name
+    if version is None:
+        with_offers = select(OFFER.c.provider).where(OFFER.c.status == OfferStatus.active.value)
+    else:
+        with_offers = select(OFFER.c.provider).join(
+            OBS, and_(OBS.c.offer_id == OFFER.c.id, visible_at(OBS, version))
+        )
+    providers = {r[0] for r in conn.execute(select(PROVIDER.c.slug))}
+    live = {r[0] for r in conn.execute(with_offers.distinct())}
+    reasons: dict[str, list[str]] = {}
+    for slug in sorted(providers - included):
+        reasons[slug] = [] if slug in live else ["no current offers"]
+    active = filters.active()
+    candidates = {s for s, r in reasons.items() if not r}
+    for name in active:
+        if not candidates:
+            break
+        stmt = base_query(
+            (OFFER.c.provider,), filters, dialect, version, compliance, skip=name
+        ).distinct()
+        for (provider,) in conn.execute(stmt):
+            if provider in candidates:
+                reasons[provider].append(f"{name}={_show(active[name])}")
+    for slug in candidates:
+        if not reasons[slug]:
+            reasons[slug] = ["no single offer satisfies all the filters together"]
+    return reasons
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def cheapest_by_kind(
+    conn: Connection,
+    filters: OfferFilters,
+    *,
+    version: int | None = None,
+    compliance: ComplianceSets | None = None,
+) -> list[dict[str, Any]]:
+    """Per (provider, price kind): the cheapest matching offer per GPU-hour (USD)."""
+    dialect = conn.dialect.name
+    price = _sortable(OBS.c.gpu_hour_usd, dialect)
+    ranked = base_query(
+        (
+            *OFFER_COLUMNS,
+            func.row_number()
+            .over(
+                partition_by=(OFFER.c.provider, OFFER.c.price_kind),
+                order_by=(price, OFFER.c.id),
+            )
+            .label("rank"),
+        ),
+        filters,
+        dialect,
+        version,
+        compliance,
+    )
+    ranked = ranked.where(OBS.c.gpu_hour_usd.is_not(None)).subquery()
+    stmt = select(ranked).where(ranked.c.rank == 1).order_by(ranked.c.provider)
+    return [dict(r) for r in conn.execute(stmt).mappings()]
+
+
+# --- reference listings -----------------------------------------------------------------
+
+
+def list_gpus(conn: Connection) -> list[dict[str, Any]]:
+    return [dict(r) for r in conn.execute(select(GPU).order_by(GPU.c.slug)).mappings()]
+
+
+def get_gpu(conn: Connection, slug: str) -> dict[str, Any]:
+    row = conn.execute(select(GPU).where(GPU.c.slug == slug)).mappings().first()
+    if row is None:
+        raise NotFound(f"GPU {slug!r} does not exist")
+    gpu = dict(row)
+    gpu["classifications"] = [
+        dict(r)
+        for r in conn.execute(
+            select(
+                CLASSIFICATION.c.eccn,
+                CLASSIFICATION.c.basis,
+                CLASSIFICATION.c.effective_from,
+                CLASSIFICATION.c.source_url,
+            )
+            .where(CLASSIFICATION.c.gpu_slug == slug)
+            .order_by(CLASSIFICATION.c.effective_from)
+        ).mappings()
+    ]
+    gpu["active_offers"] = _count_active(conn, OFFER.c.gpu_slug == slug)
+    return gpu
+
+
+def _count_active(conn: Connection, condition: Any) -> int:
+    stmt = (
+        select(func.count())
+        .select_from(OFFER)
+        .where(OFFER.c.status == OfferStatus.active.value, condition)
+    )
+    return int(conn.execute(stmt).scalar() or 0)
+
+
+def list_providers(conn: Connection) -> list[dict[str, Any]]:
+    counts = dict(
+        conn.execute(
+            select(OFFER.c.provider, func.count())
+            .where(OFFER.c.status == OfferStatus.active.value)
+            .group_by(OFFER.c.provider)
+        ).all()
+    )
+    rows = conn.execute(select(PROVIDER).order_by(PROVIDER.c.slug)).mappings()
+    return [{**dict(r), "active_offers": int(counts.get(r["slug"], 0))} for r in rows]
+
+
+def get_provider(conn: Connection, slug: str, on: date) -> dict[str, Any]:
+    row = conn.execute(select(PROVIDER).where(PROVIDER.c.slug == slug)).mappings().first()
+    if row is None:
+        raise NotFound(f"provider {slug!r} does not exist")
+    provider = dict(row)
+    provider["active_offers"] = _count_active(conn, OFFER.c.provider == slug)
+    provider["regions"] = list_regions(conn, slug)
+    provider["certifications"] = [
+        dict(r)
+        for r in conn.execute(
+            select(
+                CERT.c.scheme,
+                CERT.c.status,
+                CERT.c.regions,
+                CERT.c.valid_from,
+                CERT.c.valid_to,
+                CERT.c.evidence_url,
+                CERT.c.checked,
+            )
+            .where(CERT.c.provider == slug, CERT.c.superseded_at.is_(None))
+            .order_by(CERT.c.scheme)
+        ).mappings()
+    ]
+    for cert in provider["certifications"]:
+        cert["valid_now"] = (
+            cert["status"] == "certified"
+            and (cert["valid_from"] is None or cert["valid_from"] <= on)
+            and (cert["valid_to"] is None or cert["valid_to"] >= on)
+        )
+    return provider
+
+
+def list_regions(
+    conn: Connection, provider: str | None = None, country: str | None = None
+) -> list[dict[str, Any]]:
+    stmt = select(
+        REGION.c.provider, REGION.c.code, REGION.c.name, REGION.c.country, REGION.c.city
+    ).order_by(REGION.c.provider, REGION.c.code)
+    if provider:
+        stmt = stmt.where(REGION.c.provider == provider)
+    if country:
+        stmt = stmt.where(REGION.c.country == country.upper())
+    return [dict(r) for r in conn.execute(stmt).mappings()]
 
 
 def list_crawl_runs(
@@ -191,6 +1051,26 @@ def list_crawl_runs(
     return [dict(row) for row in conn.execute(stmt).mappings()]
 
 
+def last_runs(conn: Connection) -> dict[str, dict[str, Any]]:
+    """The latest crawl run of each source."""
+    latest = select(func.max(RUN.c.id)).group_by(RUN.c.source)
+    stmt = select(
+        RUN.c.id,
+        RUN.c.source,
+        RUN.c.status,
+        RUN.c.reason,
+        RUN.c.started_at,
+        RUN.c.finished_at,
+        RUN.c.seen,
+        RUN.c.added,
+        RUN.c.changed,
+        RUN.c.withdrawn,
+        RUN.c.rejected,
+        RUN.c.unmapped,
+    ).where(RUN.c.id.in_(latest))
+    return {r["source"]: dict(r) for r in conn.execute(stmt).mappings()}
+
+
 def catalog_counts(conn: Connection) -> dict[str, int]:
     active = conn.execute(
         select(func.count()).select_from(OFFER).where(OFFER.c.status == OfferStatus.active.value)
@@ -201,6 +1081,11 @@ def catalog_counts(conn: Connection) -> dict[str, int]:
         "active_offers": int(active or 0),
         "observations": int(observations or 0),
     }
+
+
+def crawl_status_counts(conn: Connection) -> list[tuple[str, str, int]]:
+    stmt = select(RUN.c.source, RUN.c.status, func.count()).group_by(RUN.c.source, RUN.c.status)
+    return [(s, st, int(n)) for s, st, n in conn.execute(stmt)]
 
 
 def last_good_crawls(conn: Connection) -> dict[str, datetime]:

@@ -1,15 +1,22 @@
-"""Named dependencies: settings, a read connection, strict query parameters."""
+"""Named dependencies: settings, a read connection, strict query parameters, caching."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Request, Response
 from sqlalchemy import Connection, Engine
 
-from service.api.problems import Problem
+from service.api.problems import NotModified, Problem
 from service.config import Settings
+from service.queries import current_version
+
+CACHE_SECONDS = 300
+"""Crawls run every few hours at most: five minutes of staleness is harmless."""
+IMMUTABLE_SECONDS = 86400
+"""A response pinned to a catalog version never changes."""
 
 
 def get_settings_dep(request: Request) -> Settings:
@@ -21,7 +28,10 @@ def get_engine(request: Request) -> Engine:
 
 
 def get_conn(engine: Annotated[Engine, Depends(get_engine)]) -> Iterator[Connection]:
+    """One snapshot per request: REPEATABLE READ on PostgreSQL, a read transaction on SQLite."""
     with engine.connect() as conn:
+        if conn.dialect.name == "postgresql":
+            conn = conn.execution_options(isolation_level="REPEATABLE READ")
         yield conn
 
 
@@ -46,3 +56,30 @@ def reject_unknown_params(allowed: set[str]):  # type: ignore[no-untyped-def]
             )
 
     return check
+
+
+def etag_for(request: Request, version: int) -> str:
+    raw = f"{request.url.path}?{request.url.query}".encode()
+    query = hashlib.sha256(raw).hexdigest()[:16]
+    return f'W/"v{version}-{query}"'
+
+
+def cache(request: Request, response: Response, version: int, *, pinned: bool = False) -> None:
+    """Set ETag (catalog version + query) and Cache-Control; answer 304 when it matches."""
+    tag = etag_for(request, version)
+    max_age = IMMUTABLE_SECONDS if pinned else CACHE_SECONDS
+    headers = {"ETag": tag, "Cache-Control": f"public, max-age={max_age}"}
+    given = request.headers.get("if-none-match")
+    if given and (given.strip() == "*" or tag in [t.strip() for t in given.split(",")]):
+        raise NotModified(headers)
+    response.headers.update(headers)
+
+
+def catalog_version(request: Request, response: Response, conn: ConnDep) -> int:
+    """The current catalog version, with caching headers for it (or a 304)."""
+    version = current_version(conn)
+    cache(request, response, version)
+    return version
+
+
+VersionDep = Annotated[int, Depends(catalog_version)]

@@ -7,8 +7,8 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from service.api import problems
-from service.api.routes import catalog, health, offers
+from service.api import metrics, problems
+from service.api.routes import catalog, compare, export, health, offers, reference
 from service.config import Settings, get_settings
 from service.db import make_engine
 
@@ -42,7 +42,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = make_engine(settings.database_url)
     problems.install(app)
+    app.state.metrics = metrics.install(app)
     app.include_router(health.router)
     app.include_router(offers.router)
+    app.include_router(compare.router)
     app.include_router(catalog.router)
+    app.include_router(reference.router)
+    app.include_router(export.router)
     return app

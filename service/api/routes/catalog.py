@@ -1,35 +1,140 @@
-"""Catalog versions and crawl sources."""
+"""Catalog versions, diffs between them, the change feed, and crawl sources."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from crawlers.registry import all_sources
-from schema.api import VersionPublic
-from service.api.deps import ConnDep, reject_unknown_params
-from service.queries import list_crawl_runs, list_versions
+from schema.api import ChangesPage, DiffPage, VersionPublic
+from service.api import cursor as cursors
+from service.api.deps import ConnDep, VersionDep, cache, reject_unknown_params
+from service.api.params import invalid
+from service.api.problems import Problem
+from service.api.serialize import change_public
+from service.queries import change_feed, current_version, diff_versions, last_runs, list_versions
 
 router = APIRouter(prefix="/v1", tags=["catalog"])
+
+Limit = Annotated[int, Query(ge=1, le=1000)]
+Cursor = Annotated[str | None, Query(max_length=500)]
+VersionNumber = Annotated[int, Query(ge=0, le=2**31 - 1)]
 
 
 @router.get(
     "/versions",
     response_model=list[VersionPublic],
-    dependencies=[Depends(reject_unknown_params({"limit"}))],
+    dependencies=[Depends(reject_unknown_params({"limit", "before"}))],
 )
 def versions(
-    conn: ConnDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+    conn: ConnDep,
+    version: VersionDep,
+    limit: Limit = 100,
+    before: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
 ) -> list[VersionPublic]:
-    return [VersionPublic.model_validate(r) for r in list_versions(conn, limit)]
+    return [VersionPublic.model_validate(r) for r in list_versions(conn, limit, before)]
+
+
+def _check_version(name: str, value: int, latest: int) -> None:
+    if value > latest:
+        raise invalid(name, f"version {value} does not exist (latest {latest})")
+
+
+def _int_cursor(cursor: str, *keys: str) -> list[int]:
+    state = cursors.decode(cursor)
+    values = [state.get(k) for k in keys]
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
+        raise Problem(
+            400,
+            "Invalid cursor",
+            "not a cursor this server issued",
+            kind="invalid-cursor",
+            invalid_params=[{"name": "cursor", "reason": "malformed"}],
+        )
+    return values  # type: ignore[return-value]
+
+
+@router.get(
+    "/diff",
+    response_model=DiffPage,
+    dependencies=[Depends(reject_unknown_params({"from", "to", "limit", "cursor"}))],
+)
+def diff(
+    request: Request,
+    response: Response,
+    conn: ConnDep,
+    old: Annotated[int, Query(alias="from", ge=0, le=2**31 - 1)],
+    new: Annotated[int | None, Query(alias="to", ge=0, le=2**31 - 1)] = None,
+    limit: Limit = 1000,
+    cursor: Cursor = None,
+) -> DiffPage:
+    latest = current_version(conn)
+    new = latest if new is None else new
+    _check_version("from", old, latest)
+    _check_version("to", new, latest)
+    cache(request, response, latest, pinned=True)
+    after = _int_cursor(cursor, "o")[0] if cursor else 0
+    changes, last = diff_versions(conn, old, new, after_offer=after, limit=limit)
+    return DiffPage(
+        from_version=old,
+        to_version=new,
+        data=[change_public(c) for c in changes],  # type: ignore[misc]
+        next_cursor=cursors.encode({"o": last}) if last is not None else None,
+    )
+
+
+@router.get(
+    "/changes",
+    response_model=ChangesPage,
+    dependencies=[Depends(reject_unknown_params({"since", "limit", "cursor"}))],
+    description="Every price change after version `since`, oldest first. Poll with the "
+    "`catalog_version` you last saw as `since`, following `next_cursor` until it is null.",
+)
+def changes(
+    request: Request,
+    response: Response,
+    conn: ConnDep,
+    since: VersionNumber = 0,
+    limit: Limit = 1000,
+    cursor: Cursor = None,
+) -> ChangesPage:
+    latest = current_version(conn)
+    until = latest
+    after = (since, 0)
+    if cursor:
+        until, version, offer_id = _int_cursor(cursor, "u", "v", "o")
+        if until > latest or version < since:
+            raise invalid("cursor", "not a cursor for this feed", status=400)
+        after = (version, offer_id)
+    cache(request, response, until, pinned=until != latest)
+    rows, last = change_feed(conn, since, until, after=after, limit=limit)
+    next_cursor = cursors.encode({"u": until, "v": last[0], "o": last[1]}) if last else None
+    return ChangesPage(
+        since=since,
+        until=until,
+        data=[change_public(c) for c in rows],  # type: ignore[misc]
+        next_cursor=next_cursor,
+        catalog_version=latest,
+    )
 
 
 @router.get("/sources", dependencies=[Depends(reject_unknown_params(set()))])
-def sources(conn: ConnDep) -> list[dict[str, Any]]:
-    runs = {}
-    for run in reversed(list_crawl_runs(conn, None, 10000)):
-        runs[run["source"]] = run
+def sources(conn: ConnDep, version: VersionDep) -> list[dict[str, Any]]:
+    runs = last_runs(conn)
+    keys = (
+        "id",
+        "status",
+        "reason",
+        "started_at",
+        "finished_at",
+        "seen",
+        "added",
+        "changed",
+        "withdrawn",
+        "rejected",
+        "unmapped",
+    )
     result = []
     for name, cls in all_sources().items():
         last = runs.get(name)
@@ -39,24 +144,7 @@ def sources(conn: ConnDep) -> list[dict[str, Any]]:
                 "provider": getattr(cls, "provider", None),
                 "kind": getattr(cls, "kind", None),
                 "schedule": getattr(cls, "schedule", None),
-                "last_run": {
-                    k: last[k]
-                    for k in (
-                        "id",
-                        "status",
-                        "reason",
-                        "started_at",
-                        "finished_at",
-                        "seen",
-                        "added",
-                        "changed",
-                        "withdrawn",
-                        "rejected",
-                        "unmapped",
-                    )
-                }
-                if last
-                else None,
+                "last_run": {k: last[k] for k in keys} if last else None,
             }
         )
     return result

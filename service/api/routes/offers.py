@@ -2,108 +2,219 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 from decimal import Decimal
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request, Response
+from sqlalchemy import Connection
 
-from schema.api import ObservationPublic, OfferPublic, Page
-from schema.enums import PriceKind
+from schema.api import HistoryPage, ObservationPublic, OfferDetail, Page
+from schema.types import utcnow
 from service.api import cursor as cursors
-from service.api.deps import ConnDep, reject_unknown_params
+from service.api.deps import ConnDep, VersionDep, cache, reject_unknown_params
+from service.api.params import FILTER_PARAMS, DisplayCurrency, ListingDep, check_currency, invalid
 from service.api.problems import Problem
-from service.api.serialize import observation_public, offer_public
-from service.queries import NotFound, OfferFilters, current_version, get_offer, list_offers
+from service.api.serialize import observation_public, offer_detail
+from service.fx import FxTable
+from service.queries import (
+    SORT_KEYS,
+    After,
+    NotFound,
+    get_offer,
+    history_buckets,
+    list_offers,
+    offer_context,
+)
 from service.queries import offer_history as query_history
+from service.units import q
 
 router = APIRouter(prefix="/v1", tags=["offers"])
 
-LISTING_PARAMS = {
-    "gpu",
+LISTING_PARAMS = FILTER_PARAMS | {"sort", "limit", "cursor", "currency"}
+SORT_VALUES = tuple(SORT_KEYS) + tuple(f"-{k}" for k in SORT_KEYS)
+SortParam = Literal[
+    "price_per_gpu_hour",
+    "price",
+    "price_per_pflop_hour",
+    "gpu_count",
     "provider",
-    "country",
-    "price_kind",
-    "source",
-    "min_gpus",
-    "max_gpus",
-    "limit",
-    "cursor",
-}
+    "-price_per_gpu_hour",
+    "-price",
+    "-price_per_pflop_hour",
+    "-gpu_count",
+    "-provider",
+]
+
+
+def query_fingerprint(request: Request) -> str:
+    """What a cursor is valid for: every parameter but the cursor and the page size."""
+    items = sorted(
+        (k, v) for k, v in request.query_params.multi_items() if k not in ("cursor", "limit")
+    )
+    return hashlib.sha256(repr(items).encode()).hexdigest()[:12]
+
+
+def _bad_cursor(reason: str) -> Problem:
+    return Problem(
+        400,
+        "Invalid cursor",
+        reason,
+        kind="invalid-cursor",
+        invalid_params=[{"name": "cursor", "reason": reason}],
+    )
+
+
+def _cursor_value(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return str(value)
+    return value
+
+
+def _decode_after(state: dict[str, Any], dialect: str, sort: str) -> After:
+    offer_id, value = state.get("i"), state.get("k")
+    if not isinstance(offer_id, int) or isinstance(offer_id, bool):
+        raise _bad_cursor("not a cursor this server issued")
+    if value is None or sort == "provider":
+        if value is not None and not isinstance(value, str):
+            raise _bad_cursor("not a cursor this server issued")
+        return After(value, offer_id)
+    try:
+        number = float(value) if dialect == "sqlite" else Decimal(str(value))
+    except (ValueError, ArithmeticError):
+        raise _bad_cursor("not a cursor this server issued") from None
+    return After(number, offer_id)
+
+
+def display_rate(conn: Connection, currency: str | None, today: Any) -> tuple[str, Decimal] | None:
+    code = check_currency(currency)
+    if code is None:
+        return None
+    if code == "USD":
+        return code, Decimal(1)
+    conversion = FxTable.load(conn).to_usd(code, today)
+    if conversion is None or not conversion.rate:
+        raise invalid("currency", f"no exchange rate known for {code}")
+    return code, q(Decimal(1) / conversion.rate)
 
 
 @router.get(
     "/offers",
-    response_model=Page[OfferPublic],
+    response_model=Page[OfferDetail],
     dependencies=[Depends(reject_unknown_params(LISTING_PARAMS))],
 )
 def offers(
+    request: Request,
+    response: Response,
     conn: ConnDep,
-    gpu: Annotated[str | None, Query(max_length=64, description="slug or family")] = None,
-    provider: Annotated[str | None, Query(max_length=64)] = None,
-    country: Annotated[str | None, Query(pattern="^[A-Za-z]{2}$")] = None,
-    price_kind: PriceKind | None = None,
-    source: Annotated[str | None, Query(max_length=100)] = None,
-    min_gpus: Annotated[Decimal | None, Query(ge=0, le=1024)] = None,
-    max_gpus: Annotated[Decimal | None, Query(ge=0, le=1024)] = None,
+    listing: ListingDep,
+    sort: Annotated[
+        SortParam, Query(description="sort key; prefix with '-' for descending")
+    ] = "price_per_gpu_hour",
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: Annotated[str | None, Query(max_length=500)] = None,
-) -> Page[OfferPublic]:
-    version = current_version(conn)
-    offset = 0
+    currency: DisplayCurrency = None,
+) -> Page[OfferDetail]:
+    descending = sort.startswith("-")
+    key = sort.removeprefix("-")
+    version = listing.version
+    fingerprint = query_fingerprint(request)
+    after = None
     if cursor:
         state = cursors.decode(cursor)
-        offset = state.get("o", 0)
-        if not isinstance(offset, int) or offset < 0:
-            raise Problem(400, "Invalid cursor", "bad offset", kind="invalid-cursor")
-    filters = OfferFilters(
-        gpu=gpu,
-        provider=provider,
-        country=country,
-        price_kind=price_kind.value if price_kind else None,
-        source=source,
-        min_gpus=min_gpus,
-        max_gpus=max_gpus,
+        if state.get("q") != fingerprint:
+            raise _bad_cursor("the cursor belongs to a different query")
+        version = state.get("v")  # type: ignore[assignment]
+        if not isinstance(version, int) or not 0 <= version <= listing.current:
+            raise _bad_cursor("not a cursor this server issued")
+        after = _decode_after(state, conn.dialect.name, key)
+    cache(request, response, version, pinned=version != listing.current)
+    pinned = None if version == listing.current else version
+    rows = list_offers(
+        conn,
+        listing.filters,
+        limit + 1,
+        version=pinned,
+        compliance=listing.compliance,
+        sort=key,
+        descending=descending,
+        after=after,
     )
-    rows = list_offers(conn, filters, limit + 1, offset)
-    next_cursor = cursors.encode({"o": offset + limit, "v": version}) if len(rows) > limit else None
-    return Page[OfferPublic](
-        data=[offer_public(r) for r in rows[:limit]],
+    next_cursor = None
+    if len(rows) > limit:
+        last = rows[limit - 1]
+        next_cursor = cursors.encode(
+            {
+                "v": version,
+                "q": fingerprint,
+                "k": _cursor_value(last["sort_value"]),
+                "i": last["id"],
+            }
+        )
+    page = rows[:limit]
+    ctx = offer_context(conn, page, listing.today)
+    display = display_rate(conn, currency, listing.today)
+    return Page[OfferDetail](
+        data=[offer_detail(r, ctx, display) for r in page],
         next_cursor=next_cursor,
         catalog_version=version,
     )
 
 
-@router.get("/offers/{offer_id}", response_model=OfferPublic)
-def offer(conn: ConnDep, offer_id: int) -> OfferPublic:
+@router.get(
+    "/offers/{offer_id}",
+    response_model=OfferDetail,
+    dependencies=[Depends(reject_unknown_params({"currency"}))],
+)
+def offer(
+    conn: ConnDep, offer_id: int, version: VersionDep, currency: DisplayCurrency = None
+) -> OfferDetail:
     try:
-        return offer_public(get_offer(conn, offer_id))
+        row = get_offer(conn, offer_id)
     except NotFound as exc:
         raise Problem(404, "Not found", str(exc)) from None
+    today = utcnow().date()
+    return offer_detail(row, offer_context(conn, [row], today), display_rate(conn, currency, today))
+
+
+def _aware(name: str, value: datetime | None) -> None:
+    if value is not None and value.tzinfo is None:
+        raise Problem(
+            422,
+            "Invalid parameter",
+            f"{name}: give a time zone (e.g. Z)",
+            kind="invalid-parameter",
+            invalid_params=[{"name": name, "reason": "naive datetime"}],
+        )
 
 
 @router.get(
     "/offers/{offer_id}/history",
-    response_model=list[ObservationPublic],
-    dependencies=[Depends(reject_unknown_params({"from", "to"}))],
+    response_model=list[ObservationPublic] | HistoryPage,
+    dependencies=[Depends(reject_unknown_params({"from", "to", "resolution"}))],
+    description="raw: every observation, oldest first (a list). day / week: one bucket per "
+    "UTC day or ISO week with min / max / last price (an object with `data`).",
 )
 def offer_history(
     conn: ConnDep,
     offer_id: int,
+    version: VersionDep,
     start: Annotated[datetime | None, Query(alias="from")] = None,
     end: Annotated[datetime | None, Query(alias="to")] = None,
-) -> list[ObservationPublic]:
-    for name, value in (("from", start), ("to", end)):
-        if value is not None and value.tzinfo is None:
-            raise Problem(
-                422,
-                "Invalid parameter",
-                f"{name}: give a time zone (e.g. Z)",
-                kind="invalid-parameter",
-                invalid_params=[{"name": name, "reason": "naive datetime"}],
-            )
+    resolution: Literal["raw", "day", "week"] = "raw",
+) -> list[ObservationPublic] | HistoryPage:
+    _aware("from", start)
+    _aware("to", end)
+    if start is not None and end is not None and end < start:
+        raise invalid("to", "before from")
     try:
         rows = query_history(conn, offer_id, start, end)
     except NotFound as exc:
         raise Problem(404, "Not found", str(exc)) from None
-    return [observation_public(r) for r in rows]
+    except OverflowError:
+        raise invalid("from", "out of range") from None
+    if resolution == "raw":
+        return [observation_public(r) for r in rows]
+    buckets = history_buckets(rows, resolution, start, end or utcnow())
+    return HistoryPage(offer_id=offer_id, resolution=resolution, data=buckets)  # type: ignore[arg-type]

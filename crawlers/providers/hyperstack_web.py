@@ -1,0 +1,92 @@
+"""Hyperstack GPU prices, https://www.hyperstack.cloud/gpu-pricing (2025 layout).
+
+Page quirks (see docs/sources/web-pages.md and fixtures/hyperstack-web/):
+
+- HubSpot div "cards" ``div.page-price_card``, one per price kind; the kind is the
+  card title's ``h3 > span`` (``On-Demand GPU``, ``Reservation``, ``Spot VM``). Head
+  cells are ``page-price_card_head_item<N>``, rows ``page-price_card_row_item`` with
+  cells ``page-price_card_row_item_col<N> > span``; columns are found by head text.
+- Prices are per GPU-hour (the page says so; the specs are "per GPU"). Values carry
+  ``&nbsp;`` noise (``&nbsp;$2.45&nbsp;&nbsp;``), which ``text()`` collapses.
+- Reservation cards print ``Starting from`` prices with no term, so no price kind fits:
+  they are skipped (logged), not guessed.
+- Rows without a form factor (``NVIDIA H100``) and ``NVLink`` rows are the PCIe cards
+  (with NVLink bridges): the GPU name says ``PCIe`` so they are not read as SXM. The SKU
+  keeps the page's label.
+- No location on the page: one price everywhere, region ``global``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from scrapy.http import TextResponse
+
+from crawlers.normalize.prices import parse_number
+from crawlers.scrapy import HtmlSpider, column, text
+from schema.enums import Unit
+
+
+def _has(cls: str) -> str:
+    return f"contains(concat(' ', normalize-space(@class), ' '), ' {cls} ')"
+
+
+_CARDS = f"//div[{_has('page-price_card')}]"
+_HEAD = f".//div[{_has('page-price_card_head')}]/div[starts-with(@class, 'page-price_card_head_item')]"
+_ROWS = f".//div[{_has('page-price_card_row_item')}]"
+_CELLS = "./div[starts-with(@class, 'page-price_card_row_item_col')]"
+_KINDS = (("on-demand", "on_demand"), ("spot", "spot"), ("reserv", None))
+_FORM_FACTOR = re.compile(r"\b(SXM\d?|PCIe|NVL)\b", re.IGNORECASE)
+
+
+def _gpu_name(label: str) -> str:
+    if re.search(r"\bNVLink\b", label, re.IGNORECASE):
+        return re.sub(r"\s*\bNVLink\b", " PCIe", label, flags=re.IGNORECASE).strip()
+    if re.fullmatch(r"(NVIDIA\s+)?[AH]100", label) and not _FORM_FACTOR.search(label):
+        return f"{label} PCIe"
+    return label
+
+
+class HyperstackWeb(HtmlSpider):
+    name = "hyperstack-web"
+    provider = "hyperstack"
+    base_url = "https://www.hyperstack.cloud"
+    start_paths = ("/gpu-pricing",)
+    docs_url = "https://docs.hyperstack.cloud/docs/billing-and-payment/pricing"
+    terms_url = "https://www.hyperstack.cloud/terms-and-conditions"
+
+    def parse_page(self, response: TextResponse) -> Iterator[Any]:
+        for card in self.require(response.xpath(_CARDS), "price cards (div.page-price_card)"):
+            title = text(card.xpath(".//h3[1]/span[1]")).lower()
+            kind = next((k for word, k in _KINDS if word in title), None)
+            if kind is None:
+                self.logger.info("skipped card %r (no price kind with a term)", title)
+                continue
+            headers = [text(cell) for cell in card.xpath(_HEAD)]
+            model, price = column(headers, "gpu model"), column(headers, "pric")
+            vram, ram = column(headers, "vram"), column(headers, "ram", "per gpu")
+            cpus = column(headers, "cpu")
+            if model is None or price is None:
+                self.require([], f"GPU Model/Pricing head cells in the {title!r} card")
+            for row in card.xpath(_ROWS):
+                cells = [text(cell) for cell in row.xpath(_CELLS)]
+
+                def at(index: int | None, cells: list[str] = cells) -> str | None:
+                    return cells[index] if index is not None and index < len(cells) else None
+
+                label = at(model) or ""
+                yield from self.offer(
+                    response,
+                    sku=label,
+                    gpu_name=_gpu_name(label),
+                    gpu_count=1,
+                    price=at(price),
+                    price_kind=kind,
+                    unit=Unit.hour,
+                    per_gpu=True,
+                    gpu_memory_gb=parse_number(at(vram)),
+                    vcpus=parse_number(at(cpus)),
+                    memory_gb=parse_number(at(ram)),
+                )

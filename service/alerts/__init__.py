@@ -1,0 +1,1 @@
+"""Price-change alerts: API keys, subscription matching, the outbox, webhook delivery."""

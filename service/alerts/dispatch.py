@@ -1,0 +1,306 @@
+"""Deliver pending alert events to their webhooks, at least once.
+
+One run (:func:`run_dispatcher_once`, called every few seconds by the scheduler):
+
+1. **claim** a batch of due events in a short transaction, leasing them (their
+   ``next_attempt_at`` moves past the delivery timeout), so a crash mid-delivery only
+   delays them: the lease expires and they are delivered again with the same
+   ``Idempotency-Key``;
+2. **deliver** concurrently, one sequence per subscription: each POST is vetted against
+   SSRF again (DNS can change), connects to the vetted address, follows no redirect and
+   has a hard deadline; a subscription whose receiver fails gets its remaining events
+   released for later, so a slow or broken receiver holds one slot, never the others;
+3. **record** outcomes: delivered, or retried with exponential backoff and jitter, or
+   dead-lettered once the retry window (24 h by default) is over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import logging
+import random
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import httpx
+from sqlalchemy import Engine, bindparam, select, update
+
+from schema.alerts import AlertEvent, Channel, EventStatus, Subscription
+from schema.types import utcnow
+from service.alerts.ssrf import UnsafeUrl, check_url_async
+from service.config import Settings
+from service.db import writer
+
+EVENT = AlertEvent.__table__  # type: ignore[attr-defined]
+SUBSCRIPTION = Subscription.__table__  # type: ignore[attr-defined]
+SIGNATURE_HEADER = "X-Gpuatlas-Signature"
+MAX_ERROR = 500
+log = logging.getLogger("gpuatlas.alerts")
+
+
+def sign(secret: str, body: bytes) -> str:
+    """The ``X-Gpuatlas-Signature`` value of a body: ``sha256=<hex HMAC-SHA256>``."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def verify_signature(secret: str, body: bytes, header: str) -> bool:
+    """What a receiver does (documented in docs/alerts.md)."""
+    return hmac.compare_digest(sign(secret, body), header)
+
+
+@dataclass
+class Delivery:
+    event_id: int
+    subscription_id: int
+    url: str | None
+    secret: str | None
+    live: bool
+    key: str
+    event_type: str
+    payload: dict[str, Any]
+    attempts: int
+    created_at: datetime
+
+
+@dataclass
+class Outcome:
+    event_id: int
+    ok: bool
+    error: str | None = None
+    released: bool = False
+    """Not attempted: an earlier event of the same receiver failed in this run."""
+    final: bool = False
+    """Never retry (e.g. the subscription is gone)."""
+
+
+@dataclass
+class DispatchReport:
+    claimed: int = 0
+    delivered: int = 0
+    retrying: int = 0
+    dead: int = 0
+    released: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def backoff(attempts: int, settings: Settings, rng: random.Random | None = None) -> float:
+    """Seconds before attempt ``attempts + 1``: exponential, capped, with equal jitter."""
+    ceiling = min(
+        settings.webhook_retry_base_seconds * 2 ** min(attempts - 1, 40),
+        settings.webhook_retry_max_seconds,
+    )
+    return ceiling / 2 + (rng or random).uniform(0, ceiling / 2)
+
+
+def run_dispatcher_once(
+    engine: Engine,
+    settings: Settings,
+    *,
+    clock: Callable[[], datetime] = utcnow,
+    rng: random.Random | None = None,
+) -> DispatchReport:
+    """Claim, deliver and record one batch of due webhook events."""
+    deliveries = _claim(engine, settings, clock())
+    report = DispatchReport(claimed=len(deliveries))
+    if not deliveries:
+        return report
+    outcomes = asyncio.run(_deliver_all(deliveries, settings))
+    _record(engine, settings, deliveries, outcomes, clock(), report, rng)
+    return report
+
+
+def _claim(engine: Engine, settings: Settings, now: datetime) -> list[Delivery]:
+    lease = now + timedelta(seconds=settings.webhook_timeout_seconds + 60)
+    stmt = (
+        select(
+            EVENT.c.id,
+            EVENT.c.subscription_id,
+            EVENT.c.idempotency_key,
+            EVENT.c.event_type,
+            EVENT.c.payload,
+            EVENT.c.attempts,
+            EVENT.c.created_at,
+            SUBSCRIPTION.c.url,
+            SUBSCRIPTION.c.secret,
+            SUBSCRIPTION.c.channel,
+            SUBSCRIPTION.c.deleted_at,
+        )
+        .join(SUBSCRIPTION, SUBSCRIPTION.c.id == EVENT.c.subscription_id)
+        .where(EVENT.c.status == EventStatus.pending.value, EVENT.c.next_attempt_at <= now)
+        .order_by(EVENT.c.next_attempt_at, EVENT.c.id)
+        .limit(settings.dispatcher_batch_size)
+    )
+    with writer(engine).begin() as conn:
+        if conn.dialect.name == "postgresql":
+            stmt = stmt.with_for_update(of=EVENT, skip_locked=True)
+        rows = conn.execute(stmt).all()
+        if not rows:
+            return []
+        ids = [row.id for row in rows]
+        conn.execute(update(EVENT).where(EVENT.c.id.in_(ids)).values(next_attempt_at=lease))
+    return [
+        Delivery(
+            event_id=row.id,
+            subscription_id=row.subscription_id,
+            url=row.url,
+            secret=row.secret,
+            live=row.deleted_at is None and row.channel == Channel.webhook.value,
+            key=row.idempotency_key,
+            event_type=row.event_type,
+            payload=row.payload,
+            attempts=row.attempts,
+            created_at=row.created_at,
+        )
+        for row in rows
+    ]
+
+
+async def _deliver_all(deliveries: list[Delivery], settings: Settings) -> list[Outcome]:
+    by_subscription: dict[int, list[Delivery]] = defaultdict(list)
+    for delivery in deliveries:
+        by_subscription[delivery.subscription_id].append(delivery)
+    slots = asyncio.Semaphore(settings.webhook_concurrency)
+    timeout = httpx.Timeout(settings.webhook_timeout_seconds)
+    limits = httpx.Limits(max_connections=settings.webhook_concurrency * 2)
+    async with httpx.AsyncClient(
+        timeout=timeout, limits=limits, follow_redirects=False, trust_env=False
+    ) as client:
+
+        async def one_receiver(queue: list[Delivery]) -> list[Outcome]:
+            async with slots:
+                outcomes: list[Outcome] = []
+                for position, delivery in enumerate(queue):
+                    outcome = await _deliver(client, delivery, settings)
+                    outcomes.append(outcome)
+                    if not outcome.ok and not outcome.final:
+                        outcomes += [
+                            Outcome(d.event_id, False, released=True) for d in queue[position + 1 :]
+                        ]
+                        break
+                return outcomes
+
+        results = await asyncio.gather(*(one_receiver(q) for q in by_subscription.values()))
+    return [outcome for group in results for outcome in group]
+
+
+def body_of(delivery: Delivery) -> bytes:
+    return json.dumps(delivery.payload, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+async def _deliver(client: httpx.AsyncClient, delivery: Delivery, settings: Settings) -> Outcome:
+    if not delivery.live or not delivery.url or not delivery.secret:
+        return Outcome(delivery.event_id, False, "subscription deleted", final=True)
+    try:
+        return await asyncio.wait_for(
+            _post(client, delivery, settings), timeout=settings.webhook_timeout_seconds
+        )
+    except TimeoutError:
+        return Outcome(
+            delivery.event_id, False, f"timed out after {settings.webhook_timeout_seconds:g} s"
+        )
+    except UnsafeUrl as exc:
+        return Outcome(delivery.event_id, False, f"refused: {exc}")
+    except httpx.HTTPError as exc:
+        return Outcome(delivery.event_id, False, f"{type(exc).__name__}: {exc}"[:MAX_ERROR])
+
+
+async def _post(client: httpx.AsyncClient, delivery: Delivery, settings: Settings) -> Outcome:
+    assert delivery.url is not None and delivery.secret is not None
+    target = await check_url_async(delivery.url, allow_private=settings.allow_private_webhooks)
+    body = body_of(delivery)
+    url = httpx.URL(delivery.url)
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": settings.user_agent,
+        "Host": url.netloc.decode("ascii"),
+        SIGNATURE_HEADER: sign(delivery.secret, body),
+        "Idempotency-Key": delivery.key,
+        "X-Gpuatlas-Event": delivery.event_type,
+    }
+    extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
+    error: Exception | None = None
+    for address in target.addresses:  # connect to what was vetted: no second DNS lookup
+        pinned = url.copy_with(host=str(address))
+        try:
+            async with client.stream(
+                "POST", pinned, content=body, headers=headers, extensions=extensions
+            ) as response:
+                excerpt = b""
+                async for chunk in response.aiter_bytes():
+                    excerpt += chunk
+                    if len(excerpt) >= 200:
+                        break
+        except httpx.ConnectError as exc:
+            error = exc
+            continue
+        if 200 <= response.status_code < 300:
+            return Outcome(delivery.event_id, True)
+        text = excerpt[:200].decode("utf-8", "replace").strip()
+        return Outcome(delivery.event_id, False, f"HTTP {response.status_code} {text}"[:MAX_ERROR])
+    assert error is not None
+    raise error
+
+
+def _record(
+    engine: Engine,
+    settings: Settings,
+    deliveries: list[Delivery],
+    outcomes: list[Outcome],
+    now: datetime,
+    report: DispatchReport,
+    rng: random.Random | None,
+) -> None:
+    by_id = {d.event_id: d for d in deliveries}
+    window = timedelta(hours=settings.webhook_retry_window_hours)
+    rows: list[dict[str, Any]] = []
+    retry_at: dict[int, datetime] = {}
+    for outcome in sorted(outcomes, key=lambda o: o.released):
+        delivery = by_id[outcome.event_id]
+        row = {
+            "p_id": outcome.event_id,
+            "p_status": EventStatus.pending.value,
+            "p_attempts": delivery.attempts + 1,
+            "p_next": None,
+            "p_error": outcome.error,
+            "p_delivered": None,
+        }
+        if outcome.ok:
+            row["p_status"], row["p_delivered"] = EventStatus.delivered.value, now
+            report.delivered += 1
+        elif outcome.released:
+            row["p_attempts"] = delivery.attempts
+            row["p_error"] = "waiting: an earlier event of this subscription failed"
+            row["p_next"] = retry_at.get(delivery.subscription_id, now)
+            report.released += 1
+        else:
+            following = now + timedelta(seconds=backoff(delivery.attempts + 1, settings, rng))
+            if outcome.final or following > delivery.created_at + window:
+                row["p_status"] = EventStatus.dead.value
+                report.dead += 1
+            else:
+                row["p_next"] = following
+                retry_at[delivery.subscription_id] = following
+                report.retrying += 1
+            report.errors.append(f"event {outcome.event_id}: {outcome.error}")
+        rows.append(row)
+    stmt = (
+        update(EVENT)
+        .where(EVENT.c.id == bindparam("p_id"))
+        .values(
+            status=bindparam("p_status"),
+            attempts=bindparam("p_attempts"),
+            next_attempt_at=bindparam("p_next"),
+            last_error=bindparam("p_error"),
+            delivered_at=bindparam("p_delivered"),
+        )
+    )
+    with writer(engine).begin() as conn:
+        conn.execute(stmt, rows)
+    if report.errors:
+        log.info("alerts: %s", report)

@@ -1,0 +1,203 @@
+"""The alert outbox: events written by the ingest transaction that caused them.
+
+:func:`enqueue_for_diff` runs inside ingest's one transaction, right after the catalog
+writes: a rolled-back or quarantined ingest therefore leaves no event, and a committed
+one leaves every event, for the dispatcher to deliver at least once.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, select
+
+from schema.alerts import AlertEvent, Channel, EventStatus, EventType
+from schema.prices import Offer, PriceObservation
+from service.alerts.matching import Compiled, OfferChange, describe, load_index
+from service.bulk import bulk_insert
+
+if TYPE_CHECKING:
+    from service.ingest import _Diff
+
+EVENT = AlertEvent.__table__  # type: ignore[attr-defined]
+OFFER = Offer.__table__  # type: ignore[attr-defined]
+OBS = PriceObservation.__table__  # type: ignore[attr-defined]
+CHUNK = 5000
+EVENT_COLUMNS = (
+    "subscription_id",
+    "catalog_version",
+    "event_type",
+    "offer_id",
+    "payload",
+    "idempotency_key",
+    "status",
+    "attempts",
+    "next_attempt_at",
+    "created_at",
+    "delivered_at",
+)
+
+
+def idempotency_key(subscription_id: int, version: int, offer_id: int, event: str) -> str:
+    """Stable per (subscription, catalog version, offer, event): a redelivery repeats it."""
+    return f"gpa-{subscription_id}-{version}-{offer_id}-{event}"
+
+
+def enqueue_for_diff(
+    conn: Connection,
+    version: int,
+    diff: _Diff,
+    now: datetime,
+    observations: list[tuple[Any, ...]],
+) -> int:
+    """Match the changes of one ingest against live subscriptions; write their events.
+
+    ``diff`` is ingest's diff and ``observations`` the rows its writer inserted (added
+    offers first, then changed and reopened ones, in diff order). Returns the number of
+    events written."""
+    index = load_index(conn)
+    if not index.size:
+        return 0
+    changes = summarize(diff, observations)
+    if index.wants_withdrawals and diff.withdrawn:
+        changes += _withdrawals(conn, [old.id for old in diff.withdrawn])
+    rows = []
+    described: dict[int, dict[str, Any]] = {}
+    stamp = now.isoformat()
+    for sub, change, event in index.match(changes):
+        body = described.get(id(change))
+        if body is None:
+            body = described[id(change)] = describe(change)
+        rows.append(_row(sub, change, event, version, now, stamp, body))
+    if rows:
+        bulk_insert(conn, EVENT, EVENT_COLUMNS, rows)
+    return len(rows)
+
+
+def _row(
+    sub: Compiled,
+    change: OfferChange,
+    event: EventType,
+    version: int,
+    now: datetime,
+    stamp: str,
+    body: dict[str, Any],
+) -> tuple[Any, ...]:
+    key = idempotency_key(sub.id, version, change.offer_id, event.value)
+    payload = {
+        "id": key,
+        "type": event.value,
+        "subscription_id": sub.id,
+        "catalog_version": version,
+        "occurred_at": stamp,
+        **body,
+    }
+    feed_only = sub.channel == Channel.atom.value
+    return (
+        sub.id,
+        version,
+        event.value,
+        change.offer_id,
+        json.dumps(payload, separators=(",", ":")),
+        key,
+        EventStatus.delivered.value if feed_only else EventStatus.pending.value,
+        0,
+        None if feed_only else now,
+        now,
+        now if feed_only else None,
+    )
+
+
+def summarize(diff: _Diff, observations: list[tuple[Any, ...]]) -> list[OfferChange]:
+    """Added, changed and reopened offers of a diff, with the prices the writer computed."""
+    from service.ingest import ATTRIBUTES, OBS_COLUMNS
+
+    offer_at, usd_at = OBS_COLUMNS.index("offer_id"), OBS_COLUMNS.index("gpu_hour_usd")
+    gpu_at, count_at = ATTRIBUTES.index("gpu_slug"), ATTRIBUTES.index("gpu_count")
+    memory_at, country_at = ATTRIBUTES.index("gpu_memory_gb"), ATTRIBUTES.index("country")
+    metal_at = ATTRIBUTES.index("bare_metal")
+    changes: list[OfferChange] = []
+    for position, (record, attributes, _) in enumerate(diff.added):
+        obs = observations[position]
+        changes.append(
+            OfferChange(
+                "added",
+                obs[offer_at],
+                record.source,
+                record.provider,
+                record.sku,
+                record.region,
+                record.price_kind,
+                record.unit,
+                attributes[gpu_at],
+                attributes[country_at],
+                attributes[count_at],
+                attributes[memory_at],
+                attributes[metal_at],
+                record.currency,
+                record.amount,
+                obs[usd_at],
+            )
+        )
+    start = len(diff.added)
+    repriced = [("changed", item) for item in diff.changed]
+    repriced += [("reopened", item) for item in diff.reopened]
+    for position, (kind, (old, record, attributes, _)) in enumerate(repriced, start):
+        usd = observations[position][usd_at]
+        change = OfferChange(
+            kind,
+            old.id,
+            record.source,
+            record.provider,
+            record.sku,
+            record.region,
+            record.price_kind,
+            record.unit,
+            attributes[gpu_at],
+            attributes[country_at],
+            attributes[count_at],
+            attributes[memory_at],
+            attributes[metal_at],
+            record.currency,
+            record.amount,
+            usd,
+        )
+        if kind == "changed":
+            change.old_amount, change.old_currency = old.amount, old.currency
+            # Same FX rate on both sides: a currency move is not a price change.
+            if usd is not None and old.currency == record.currency and record.amount:
+                change.old_gpu_hour_usd = usd * old.amount / record.amount
+        changes.append(change)
+    return changes
+
+
+def _withdrawals(conn: Connection, offer_ids: list[int]) -> list[OfferChange]:
+    """Withdrawn offers as they were (read back within the ingest transaction)."""
+    changes = []
+    for begin in range(0, len(offer_ids), CHUNK):
+        stmt = (
+            select(
+                OFFER.c.id,
+                OFFER.c.source,
+                OFFER.c.provider,
+                OFFER.c.sku,
+                OFFER.c.region,
+                OFFER.c.price_kind,
+                OFFER.c.unit,
+                OFFER.c.gpu_slug,
+                OFFER.c.country,
+                OFFER.c.gpu_count,
+                OFFER.c.gpu_memory_gb,
+                OFFER.c.bare_metal,
+                OBS.c.currency,
+                OBS.c.amount,
+                OBS.c.gpu_hour_usd,
+            )
+            .join(OBS, OBS.c.id == OFFER.c.observation_id)
+            .where(OFFER.c.id.in_(offer_ids[begin : begin + CHUNK]))
+        )
+        for row in conn.execute(stmt):
+            changes.append(OfferChange("withdrawn", *row))
+    return changes

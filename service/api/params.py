@@ -1,0 +1,211 @@
+"""The offer filters every listing-like endpoint shares, parsed once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from typing import Annotated
+
+from fastapi import Depends, Query
+from sqlalchemy import Connection
+
+from schema.codes import country_codes, currency_codes
+from schema.enums import PriceKind
+from service.api.deps import ConnDep
+from service.api.problems import Problem
+from service.queries import (
+    ComplianceSets,
+    ComplianceUnavailable,
+    OfferFilters,
+    current_version,
+    resolve_compliance,
+    version_at,
+)
+
+FILTER_PARAMS = {
+    "gpu",
+    "min_gpus",
+    "max_gpus",
+    "min_gpu_memory_gb",
+    "provider",
+    "price_kind",
+    "region",
+    "country",
+    "not_country",
+    "gdpr",
+    "cert",
+    "provider_hq_not_in",
+    "export_destination",
+    "bare_metal",
+    "max_price_per_gpu_hour",
+    "source",
+    "include_peers",
+    "as_of",
+}
+
+Slug = Annotated[str, Query(max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:+-]*$")]
+Country = Annotated[str | None, Query(pattern="^[A-Za-z]{2}$")]
+Number = Annotated[Decimal | None, Query(ge=0, le=1_000_000)]
+
+
+def invalid(name: str, reason: str, status: int = 422) -> Problem:
+    return Problem(
+        status,
+        "Invalid parameter",
+        f"{name}: {reason}",
+        kind="invalid-parameter",
+        invalid_params=[{"name": name, "reason": reason}],
+    )
+
+
+def _split(name: str, values: list[str] | None, *, countries: bool = False) -> list[str]:
+    out: list[str] = []
+    for value in values or []:
+        for part in value.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if countries:
+                part = part.upper()
+                if part not in country_codes():
+                    raise invalid(name, f"{part!r} is not an ISO 3166-1 alpha-2 country")
+            out.append(part)
+    return out
+
+
+@dataclass(frozen=True)
+class Listing:
+    filters: OfferFilters
+    compliance: ComplianceSets
+    version: int
+    """The catalog version the answer is pinned to."""
+    current: int
+    as_of: bool
+    """True when the caller asked for a past version."""
+    today: date
+
+    @property
+    def pinned_version(self) -> int | None:
+        """None when the current state may be read (the fast path)."""
+        return None if self.version == self.current else self.version
+
+
+def parse_as_of(conn: Connection, as_of: str | None, current: int) -> int:
+    if as_of is None:
+        return current
+    text = as_of.strip()
+    if text.isdigit():
+        version = int(text)
+        if version > current:
+            raise invalid("as_of", f"version {version} does not exist yet (latest {current})")
+        return version
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise invalid("as_of", "a catalog version (integer) or an ISO 8601 time") from None
+    if when.tzinfo is None:
+        raise invalid("as_of", "give a time zone (e.g. Z)")
+    return version_at(conn, when.astimezone(UTC))
+
+
+def listing(
+    conn: ConnDep,
+    gpu: Annotated[str | None, Query(max_length=64, description="GPU slug or family")] = None,
+    min_gpus: Number = None,
+    max_gpus: Number = None,
+    min_gpu_memory_gb: Number = None,
+    provider: Annotated[
+        list[str] | None, Query(description="provider slug (repeatable or comma-separated)")
+    ] = None,
+    price_kind: PriceKind | None = None,
+    region: Annotated[str | None, Query(max_length=100, description="provider region code")] = None,
+    country: Country = None,
+    not_country: Annotated[
+        list[str] | None, Query(description="exclude regions in these ISO countries")
+    ] = None,
+    gdpr: Annotated[
+        bool | None, Query(description="true: only regions where the GDPR applies")
+    ] = None,
+    cert: Annotated[
+        list[str] | None, Query(description="certification schemes the provider must hold today")
+    ] = None,
+    provider_hq_not_in: Annotated[
+        list[str] | None, Query(description="exclude providers headquartered in these countries")
+    ] = None,
+    export_destination: Annotated[
+        str | None,
+        Query(
+            pattern="^[A-Za-z]{2}$",
+            description="drop GPUs needing an export licence for this destination country",
+        ),
+    ] = None,
+    bare_metal: bool | None = None,
+    max_price_per_gpu_hour: Annotated[
+        Decimal | None, Query(ge=0, le=1_000_000, description="USD")
+    ] = None,
+    source: Annotated[str | None, Query(max_length=100)] = None,
+    include_peers: Annotated[
+        bool, Query(description="also list peer copies of first-party offers")
+    ] = False,
+    as_of: Annotated[
+        str | None, Query(max_length=40, description="catalog version or ISO 8601 time")
+    ] = None,
+) -> Listing:
+    if min_gpus is not None and max_gpus is not None and min_gpus > max_gpus:
+        raise invalid("min_gpus", "greater than max_gpus")
+    for name, value in (("min_gpus", min_gpus), ("max_gpus", max_gpus)):
+        if value is not None and not value.is_finite():
+            raise invalid(name, "not a finite number")
+    providers = _split("provider", provider)
+    certs = [c.lower() for c in _split("cert", cert)]
+    filters = OfferFilters(
+        gpu=gpu,
+        provider=providers or None,
+        country=country.upper() if country else None,
+        price_kind=price_kind.value if price_kind else None,
+        source=source,
+        min_gpus=min_gpus,
+        max_gpus=max_gpus,
+        min_gpu_memory_gb=min_gpu_memory_gb,
+        region=region,
+        not_country=_split("not_country", not_country, countries=True),
+        gdpr=gdpr,
+        cert=certs,
+        provider_hq_not_in=_split("provider_hq_not_in", provider_hq_not_in, countries=True),
+        export_destination=export_destination.upper() if export_destination else None,
+        bare_metal=bare_metal,
+        max_price_per_gpu_hour=max_price_per_gpu_hour,
+        include_peers=include_peers,
+    )
+    today = datetime.now(UTC).date()
+    try:
+        compliance = resolve_compliance(conn, filters, today)
+    except ComplianceUnavailable as exc:
+        raise Problem(
+            400,
+            "Filter not available",
+            f"{exc.parameter}: compliance filters are not available yet on this server",
+            kind="filter-not-available",
+            invalid_params=[{"name": exc.parameter, "reason": "not available yet"}],
+        ) from None
+    current = current_version(conn)
+    version = parse_as_of(conn, as_of, current)
+    return Listing(filters, compliance, version, current, as_of is not None, today)
+
+
+ListingDep = Annotated[Listing, Depends(listing)]
+
+DisplayCurrency = Annotated[
+    str | None,
+    Query(pattern="^[A-Za-z]{3}$", description="also show prices converted to this currency"),
+]
+
+
+def check_currency(currency: str | None) -> str | None:
+    if currency is None:
+        return None
+    code = currency.upper()
+    if code not in currency_codes():
+        raise invalid("currency", f"{currency!r} is not an ISO 4217 currency")
+    return code
