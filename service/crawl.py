@@ -167,17 +167,19 @@ def crawl_source(
     if credential and not from_files and settings.credential(credential) is None:
         report.status, report.reason = CrawlStatus.skipped, "no credential"
         if engine is not None and not dry_run:
-            run_id = start_crawl_run(engine, name, trigger=trigger, parser_version=parser_version)
+            skipped_id = start_crawl_run(
+                engine, name, trigger=trigger, parser_version=parser_version
+            )
             finish_crawl_run(
                 engine,
-                run_id,
+                skipped_id,
                 CrawlStatus.skipped,
                 "no credential",
                 error=f"set GPUATLAS_{credential.upper()} to crawl {name}",
             )
-            report.crawl_run_id = run_id
+            report.crawl_run_id = skipped_id
         return report
-    run_id = None
+    run_id: int | None = None
     if engine is not None and not dry_run:
         run_id = start_crawl_run(engine, name, trigger=trigger, parser_version=parser_version)
         report.crawl_run_id = run_id

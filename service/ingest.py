@@ -609,7 +609,7 @@ def _diff(
     active = OfferStatus.active.value
     incoming: set[Key] = set()
     for record in records:
-        key = (record.provider, record.sku, record.region, record.price_kind, record.unit)
+        key: Key = (record.provider, record.sku, record.region, record.price_kind, record.unit)
         incoming.add(key)
         old = current.get(key)
         attributes = resolver.attributes(record)
@@ -909,7 +909,9 @@ class _Writer:
 
     def _update_offers(self, repriced: list[tuple[Any, ...]], diff: _Diff) -> None:
         conn, now, version = self.conn, self.now, self.version
-        values = {name: bindparam(f"p_{name}") for name in (*ATTRIBUTES, "fingerprint")}
+        values: dict[str, Any] = {
+            name: bindparam(f"p_{name}") for name in (*ATTRIBUTES, "fingerprint")
+        }
         if repriced:
             stmt = (
                 update(OFFER)

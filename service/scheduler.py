@@ -53,7 +53,7 @@ def source_schedules(settings: Settings) -> dict[str, int]:
         configured = settings.schedules.get(name)
         if configured == "off":
             continue
-        schedules[name] = parse_interval(configured or getattr(cls, "schedule", "6h"))
+        schedules[name] = parse_interval(str(configured or getattr(cls, "schedule", "6h")))
     return schedules
 
 
