@@ -7,48 +7,30 @@ rows read back through the ORM types are identical to rows written through them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+import sqlite3
+from collections.abc import Sequence
+from datetime import UTC, date, datetime
+from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection, Date, Table
+from sqlalchemy import Connection, Table
 
-from schema.types import DecimalType, UTCDateTime, decimal_to_text
+from schema.types import decimal_to_text
 
 SQLITE_DATETIME = "%Y-%m-%d %H:%M:%S.%f"
 
 
-def _sqlite_converter(column_type: Any) -> Callable[[Any], Any] | None:
-    if isinstance(column_type, DecimalType):
-        memo: dict[Any, str | None] = {None: None}
+def _datetime_text(value: datetime) -> str:
+    if value.tzinfo is None:
+        raise ValueError("naive datetime refused: all times are UTC and must say so")
+    return value.astimezone(UTC).strftime(SQLITE_DATETIME)
 
-        def convert_decimal(value: Any) -> str | None:
-            text = memo.get(value)
-            if text is None and value is not None:
-                text = decimal_to_text(value)
-                if len(memo) < 4096:  # repeated figures (counts, FX rates) convert once
-                    memo[value] = text
-            return text
 
-        return convert_decimal
-    if isinstance(column_type, UTCDateTime):
-        cache: dict[datetime, str] = {}
-
-        def convert(value: datetime | None) -> str | None:
-            if value is None:
-                return None
-            text = cache.get(value)
-            if text is None:
-                if value.tzinfo is None:
-                    raise ValueError("naive datetime refused")
-                text = value.astimezone(UTC).strftime(SQLITE_DATETIME)
-                cache[value] = text
-            return text
-
-        return convert
-    if isinstance(column_type, Date):
-        return lambda v: None if v is None else v.isoformat()
-    return None
+# Values bound through the DBAPI directly (bulk writes only: SQLAlchemy's own types convert
+# before binding) are stored exactly as DecimalType / UTCDateTime / Date store them.
+sqlite3.register_adapter(Decimal, decimal_to_text)
+sqlite3.register_adapter(datetime, _datetime_text)
+sqlite3.register_adapter(date, date.isoformat)
 
 
 def bulk_insert(
@@ -69,15 +51,5 @@ def bulk_insert(
             for row in rows:
                 copy.write_row(row)
         return
-    converters = [_sqlite_converter(table.c[name].type) for name in columns]
-    if any(converters):
-        active = [(i, c) for i, c in enumerate(converters) if c is not None]
-        converted = []
-        for row in rows:
-            values = list(row)
-            for index, convert in active:
-                values[index] = convert(values[index])
-            converted.append(tuple(values))
-        rows = converted  # type: ignore[assignment]
     placeholders = ", ".join("?" for _ in columns)
     conn.exec_driver_sql(f"INSERT INTO {table.name} ({names}) VALUES ({placeholders})", rows)  # type: ignore[arg-type]

@@ -532,6 +532,16 @@ def scheduler() -> None:
     leader.stop()
 
 
+from service.cli_compliance import register as register_compliance  # noqa: E402
+
+register_compliance(app)
+
+
+from service.cli_alerts import register as register_alerts  # noqa: E402
+
+register_alerts(app)
+
+
 def run() -> None:  # pragma: no cover
     app()
 

@@ -438,6 +438,8 @@ class _Reference:
 
 
 _MISSING: Any = object()
+ACTIVE, WITHDRAWN = OfferStatus.active.value, OfferStatus.withdrawn.value
+GPU_NAME, REGION_NAME = UnmappedKind.gpu.value, UnmappedKind.region.value
 GLOBAL_REGIONS = frozenset({"global"})
 """Region code of a price that is the same everywhere the provider operates."""
 
@@ -484,9 +486,9 @@ class _Resolver:
         self.records_unmapped += 1
         if gpu_slug is None:
             name = record.gpu_model or record.gpu_name_raw or ""
-            self.unmapped[(UnmappedKind.gpu.value, name)] += 1
+            self.unmapped[(GPU_NAME, name)] += 1
         if region_country is None:
-            self.unmapped[(UnmappedKind.region.value, f"{record.provider}/{record.region}")] += 1
+            self.unmapped[(REGION_NAME, f"{record.provider}/{record.region}")] += 1
 
     def _resolve_gpu(self, record: OfferRecord) -> str | None:
         if record.gpu_model is not None:
@@ -880,7 +882,7 @@ class _Writer:
                     record.unit,
                     *attributes,
                     digest,
-                    OfferStatus.active.value,
+                    ACTIVE,
                     record.amount,
                     record.currency,
                     obs_id,

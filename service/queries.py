@@ -87,7 +87,8 @@ class OfferFilters:
     min_gpu_memory_gb: Decimal | None = None
     region: str | None = None
     not_country: Sequence[str] = ()
-    gdpr: bool | None = None
+    gdpr: str | None = None
+    """A GDPR filter word: eu_eea | adequacy | any (see service.compliance.residency)."""
     cert: Sequence[str] = ()
     provider_hq_not_in: Sequence[str] = ()
     export_destination: str | None = None
@@ -154,7 +155,7 @@ def resolve_compliance(
 
     Raises :class:`ComplianceUnavailable` when one is asked for and the module is missing.
     """
-    if not (filters.cert or filters.gdpr is not None or filters.export_destination):
+    if not (filters.cert or filters.gdpr or filters.export_destination):
         return ComplianceSets()
     module = _compliance_module()
     on = on or datetime.now(UTC).date()
@@ -163,18 +164,38 @@ def resolve_compliance(
         helper = getattr(module, "providers_with_certs", None)
         if helper is None:
             raise ComplianceUnavailable("cert")
-        cert_providers = frozenset(helper(conn, list(filters.cert), on))
-    if filters.gdpr is not None:
+        cert_providers = frozenset(_ask("cert", helper, conn, list(filters.cert), on))
+    if filters.gdpr:
         helper = getattr(module, "gdpr_countries", None)
         if helper is None:
             raise ComplianceUnavailable("gdpr")
-        gdpr_countries = frozenset(helper(conn))
+        gdpr_countries = frozenset(_ask("gdpr", helper, conn, on=on, zone=filters.gdpr))
     if filters.export_destination:
         helper = getattr(module, "gpus_needing_licence", None)
         if helper is None:
             raise ComplianceUnavailable("export_destination")
-        licence_gpus = frozenset(helper(conn, filters.export_destination.upper(), on))
+        destination = filters.export_destination.upper()
+        licence_gpus = frozenset(_ask("export_destination", helper, conn, destination, on))
     return ComplianceSets(cert_providers, gdpr_countries, licence_gpus)
+
+
+class ComplianceRefused(ValueError):
+    """The compliance module refused a filter value (unknown scheme, no rule set in force)."""
+
+    def __init__(self, parameter: str, reason: str) -> None:
+        super().__init__(f"{parameter}: {reason}")
+        self.parameter, self.reason = parameter, reason
+
+
+def _ask(parameter: str, helper: Any, *args: Any, **kwargs: Any) -> Any:
+    try:
+        return helper(*args, **kwargs)
+    except (ValueError, LookupError) as exc:
+        raise ComplianceRefused(parameter, str(exc)) from None
+    except Exception as exc:
+        if type(exc).__module__.startswith("service.compliance"):
+            raise ComplianceRefused(parameter, str(exc)) from None
+        raise
 
 
 def current_version(conn: Connection) -> int:
@@ -331,11 +352,7 @@ def apply_filters(
     if compliance.cert_providers is not None and on("cert"):
         stmt = stmt.where(OFFER.c.provider.in_(sorted(compliance.cert_providers)))
     if compliance.gdpr_countries is not None and on("gdpr"):
-        zone = sorted(compliance.gdpr_countries)
-        if filters.gdpr:
-            stmt = stmt.where(OFFER.c.country.in_(zone))
-        else:
-            stmt = stmt.where(or_(OFFER.c.country.is_(None), OFFER.c.country.not_in(zone)))
+        stmt = stmt.where(OFFER.c.country.in_(sorted(compliance.gdpr_countries)))
     if compliance.licence_gpus is not None and on("export_destination"):
         licence = sorted(compliance.licence_gpus)
         stmt = stmt.where(OFFER.c.gpu_slug.is_not(None), OFFER.c.gpu_slug.not_in(licence))

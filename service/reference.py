@@ -242,7 +242,14 @@ def load_reference(engine: Engine, directory: Path) -> LoadReport:
             ],
         )
         report.changed["aliases"] = _sync_aliases(conn, aliases)
+        report.changed.update(_load_compliance(conn, directory))
     return report
+
+
+def _load_compliance(conn: Connection, directory: Path) -> dict[str, int]:
+    from service.compliance.load import load_compliance  # imports this module
+
+    return load_compliance(conn, directory)
 
 
 def _gpu_row(g: GpuRow) -> dict[str, Any]:

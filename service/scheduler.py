@@ -89,7 +89,29 @@ def build_scheduler(
             misfire_grace_time=max(60, seconds // 2),
             next_run_time=max(first, now + timedelta(seconds=5)),
         )
+    add_dispatcher_job(scheduler, engine, settings)
     return scheduler
+
+
+def add_dispatcher_job(scheduler: BackgroundScheduler, engine: Engine, settings: Settings) -> None:
+    """Deliver due alert webhooks every few seconds (one run at a time)."""
+    from service.alerts.dispatch import run_dispatcher_once
+
+    def dispatch() -> None:
+        try:
+            run_dispatcher_once(engine, settings)
+        except Exception:  # the next run retries; never stop the scheduler
+            log.exception("alert dispatcher run failed")
+
+    scheduler.add_job(
+        dispatch,
+        IntervalTrigger(seconds=settings.dispatcher_interval_seconds),
+        id="alerts:dispatch",
+        name="deliver alert webhooks",
+        max_instances=1,
+        coalesce=True,
+        misfire_grace_time=settings.dispatcher_interval_seconds * 2,
+    )
 
 
 class SqliteSchedulerLock:

@@ -34,7 +34,9 @@ def _has(cls: str) -> str:
 
 
 _CARDS = f"//div[{_has('page-price_card')}]"
-_HEAD = f".//div[{_has('page-price_card_head')}]/div[starts-with(@class, 'page-price_card_head_item')]"
+_HEAD = (
+    f".//div[{_has('page-price_card_head')}]/div[starts-with(@class, 'page-price_card_head_item')]"
+)
 _ROWS = f".//div[{_has('page-price_card_row_item')}]"
 _CELLS = "./div[starts-with(@class, 'page-price_card_row_item_col')]"
 _KINDS = (("on-demand", "on_demand"), ("spot", "spot"), ("reserv", None))

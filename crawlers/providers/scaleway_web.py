@@ -78,7 +78,11 @@ class ScalewayWeb(HtmlSpider):
             "GPU Instances table (__NEXT_DATA__ offers or a table with Instance/GPU headers)",
         )[0]
         headers = [text(th) for th in table.xpath(".//thead//th")]
-        gpu_col, vram, cpus = column(headers, "gpu"), column(headers, "vram"), column(headers, "vcpu")
+        gpu_col, vram, cpus = (
+            column(headers, "gpu"),
+            column(headers, "vram"),
+            column(headers, "vcpu"),
+        )
         ram = next((i for i, h in enumerate(headers) if h.lower() == "ram"), None)  # not VRAM
         zones, price = column(headers, "zone"), column(headers, "price")
         for row in table.xpath(".//tbody/tr"):

@@ -211,7 +211,8 @@ async def _deliver(client: httpx.AsyncClient, delivery: Delivery, settings: Sett
 
 
 async def _post(client: httpx.AsyncClient, delivery: Delivery, settings: Settings) -> Outcome:
-    assert delivery.url is not None and delivery.secret is not None
+    assert delivery.url is not None
+    assert delivery.secret is not None
     target = await check_url_async(delivery.url, allow_private=settings.allow_private_webhooks)
     body = body_of(delivery)
     url = httpx.URL(delivery.url)

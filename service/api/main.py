@@ -9,6 +9,9 @@ from fastapi import FastAPI
 
 from service.api import metrics, problems
 from service.api.routes import catalog, compare, export, health, offers, reference
+from service.api.routes import compliance as compliance_routes
+from service.api.routes import feeds as feed_routes
+from service.api.routes import subscriptions as subscription_routes
 from service.config import Settings, get_settings
 from service.db import make_engine
 
@@ -47,6 +50,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(offers.router)
     app.include_router(compare.router)
     app.include_router(catalog.router)
+    app.include_router(subscription_routes.router)
+    app.include_router(feed_routes.router)
     app.include_router(reference.router)
     app.include_router(export.router)
+    app.include_router(compliance_routes.router)
     return app

@@ -12,7 +12,6 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, Request, Response
-from starlette.routing import Match
 
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -51,10 +50,9 @@ class Registry:
             ]
             for (method, route), counts in sorted(self.latency.items()):
                 labels = f'method="{method}",route="{route}"'
+                name = "gpuatlas_http_request_duration_seconds_bucket"
                 for bound, n in zip(BUCKETS, counts, strict=False):
-                    lines.append(
-                        f'gpuatlas_http_request_duration_seconds_bucket{{{labels},le="{bound}"}} {n}'
-                    )
+                    lines.append(f'{name}{{{labels},le="{bound}"}} {n}')
                 lines.append(
                     f'gpuatlas_http_request_duration_seconds_bucket{{{labels},le="+Inf"}} '
                     f"{counts[-1]}"
@@ -70,11 +68,9 @@ class Registry:
 
 
 def route_template(request: Request) -> str:
-    for route in request.app.router.routes:
-        match, _ = route.matches(request.scope)
-        if match == Match.FULL:
-            return str(getattr(route, "path", "unmatched"))
-    return "unmatched"
+    """The matched route's path template (set in the scope by the router), not the raw path."""
+    route = request.scope.get("route")
+    return str(getattr(route, "path", "unmatched"))
 
 
 def install(app: FastAPI) -> Registry:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import Depends, Query
 from sqlalchemy import Connection
@@ -15,6 +15,7 @@ from schema.enums import PriceKind
 from service.api.deps import ConnDep
 from service.api.problems import Problem
 from service.queries import (
+    ComplianceRefused,
     ComplianceSets,
     ComplianceUnavailable,
     OfferFilters,
@@ -125,7 +126,11 @@ def listing(
         list[str] | None, Query(description="exclude regions in these ISO countries")
     ] = None,
     gdpr: Annotated[
-        bool | None, Query(description="true: only regions where the GDPR applies")
+        Literal["eu_eea", "adequacy", "any"] | None,
+        Query(
+            description="regions where EU personal data may go: eu_eea, adequacy "
+            "(EU/EEA or an adequacy decision), any (also conditional adequacy)"
+        ),
     ] = None,
     cert: Annotated[
         list[str] | None, Query(description="certification schemes the provider must hold today")
@@ -189,6 +194,8 @@ def listing(
             kind="filter-not-available",
             invalid_params=[{"name": exc.parameter, "reason": "not available yet"}],
         ) from None
+    except ComplianceRefused as exc:
+        raise invalid(exc.parameter, exc.reason) from None
     current = current_version(conn)
     version = parse_as_of(conn, as_of, current)
     return Listing(filters, compliance, version, current, as_of is not None, today)

@@ -403,7 +403,7 @@ def evaluate(
 
     licence: bool | None = False
     exception: str | None = None
-    controlled = eccn.startswith("3A090") and eccn in rules.licence_scope.eccns + ["3A090"]
+    controlled = eccn in rules.licence_scope.eccns
     in_scope = rules.licence_scope.contains(target, lists)
     named = [
         item
@@ -417,7 +417,7 @@ def evaluate(
         for item in named:
             reasons.append(item.reason)
             cite(item.citation)
-    if in_scope and (controlled or eccn.startswith("3A090")):
+    if in_scope and controlled:
         licence = True
         reasons.append(
             f"{eccn} to {target}: the destination is in the rule set's licence scope "
@@ -434,7 +434,7 @@ def evaluate(
             "a licence may be required"
         )
         cite(rules.licence_scope.citation)
-    elif not in_scope and eccn.startswith("3A090") and not named:
+    elif controlled and not named:
         reasons.append(f"{target} is outside the licence scope for {eccn} under this rule set")
 
     if rules.worldwide is not None and tier != rules.worldwide.except_tier and licence is False:
