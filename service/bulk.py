@@ -11,6 +11,7 @@ import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, date, datetime
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Connection, Table
@@ -20,6 +21,7 @@ from schema.types import decimal_to_text
 SQLITE_DATETIME = "%Y-%m-%d %H:%M:%S.%f"
 
 
+@lru_cache(maxsize=256)  # an ingest stamps one "now" on every row: format it once
 def _datetime_text(value: datetime) -> str:
     if value.tzinfo is None:
         raise ValueError("naive datetime refused: all times are UTC and must say so")
