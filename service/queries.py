@@ -34,7 +34,7 @@ from sqlalchemy import (
     union,
 )
 from sqlalchemy.sql.elements import ColumnElement
-from sqlalchemy.types import Float
+from sqlalchemy.types import Float, Numeric
 
 from schema.catalog import GpuModel, Provider, Region
 from schema.compliance import Certification, GpuClassification
@@ -270,7 +270,8 @@ def sort_expression(sort: str, dialect: str) -> Any:
         tflops = select(GPU.c.tflops_bf16).where(GPU.c.slug == OFFER.c.gpu_slug).scalar_subquery()
         if dialect == "sqlite":
             return cast(OBS.c.gpu_hour_usd, Float) * 1000 / func.nullif(cast(tflops, Float), 0.0)
-        return func.round(OBS.c.gpu_hour_usd * 1000 / func.nullif(tflops, 0), 10)
+        per_gpu = cast(OBS.c.gpu_hour_usd, Numeric)
+        return func.round(per_gpu * 1000 / func.nullif(cast(tflops, Numeric), 0), 10)
     raise ValueError(f"unknown sort key {sort!r}")
 
 

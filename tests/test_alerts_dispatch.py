@@ -16,7 +16,7 @@ from service.config import Settings
 from service.ingest import CrawlResult, ingest
 from tests.alerts_helpers import events, subscribe
 from tests.factories import records
-from tests.replay import Reply, ReplayServer
+from tests.replay import ReplayServer, Reply
 
 
 @pytest.fixture

@@ -45,6 +45,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = make_engine(settings.database_url)
     problems.install(app)
+    problems.document(app)
     app.state.metrics = metrics.install(app)
     app.include_router(health.router)
     app.include_router(offers.router)

@@ -95,3 +95,61 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:
         return problem_response(request, 500, "Internal error", None, "internal-error")
+
+
+PROBLEM_SCHEMA: dict[str, Any] = {
+    "title": "Problem",
+    "type": "object",
+    "description": "RFC 9457 problem details: the one error shape of every endpoint.",
+    "required": ["type", "title", "status"],
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "instance": {"type": "string"},
+        "detail": {"type": "string"},
+        "invalid_params": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["name", "reason"],
+                "properties": {"name": {"type": "string"}, "reason": {"type": "string"}},
+            },
+        },
+    },
+}
+ERRORS = {
+    "400": "Bad request: an unknown parameter, a cursor this server did not issue",
+    "404": "Not found",
+    "422": "Invalid parameter (named in invalid_params)",
+}
+
+
+def document(app: FastAPI) -> None:
+    """Publish the problem shape in the OpenAPI document for every operation's errors."""
+    from fastapi.openapi.utils import get_openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        spec = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes
+        )
+        schemas = spec.setdefault("components", {}).setdefault("schemas", {})
+        schemas["Problem"] = PROBLEM_SCHEMA
+        for name in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(name, None)
+        body = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
+        for path in spec.get("paths", {}).values():
+            for method, operation in path.items():
+                responses = operation.setdefault("responses", {})
+                for status, description in ERRORS.items():
+                    responses[status] = {"description": description, "content": body}
+                if method == "get":
+                    responses.setdefault(
+                        "304", {"description": "Not modified (If-None-Match matched the ETag)"}
+                    )
+        app.openapi_schema = spec
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -40,7 +40,8 @@ def sync_versions(
         for r in conn.execute(select(table).where(table.c.superseded_at.is_(None))).mappings()
     ]
     by_key = {tuple(r[k] for k in key): r for r in current}
-    written = 0
+    superseded: list[int] = []
+    inserts: list[dict[str, Any]] = []
     seen: set[tuple[Any, ...]] = set()
     for row in rows:
         row_key = tuple(row[k] for k in key)
@@ -49,14 +50,16 @@ def sync_versions(
         if old is not None and all(old[c] == v for c, v in row.items()):
             continue
         if old is not None:
-            conn.execute(update(table).where(table.c.id == old["id"]).values(superseded_at=now))
-        conn.execute(insert(table).values(**row, recorded_at=now, superseded_at=None))
-        written += 1
-    for row_key, old in by_key.items():
-        if row_key not in seen:
-            conn.execute(update(table).where(table.c.id == old["id"]).values(superseded_at=now))
-            written += 1
-    return written
+            superseded.append(old["id"])
+        inserts.append({**row, "recorded_at": now, "superseded_at": None})
+    removed = [old["id"] for row_key, old in by_key.items() if row_key not in seen]
+    superseded += removed
+    for start in range(0, len(superseded), 500):
+        ids = superseded[start : start + 500]
+        conn.execute(update(table).where(table.c.id.in_(ids)).values(superseded_at=now))
+    if inserts:
+        conn.execute(insert(table), inserts)
+    return len(inserts) + len(removed)
 
 
 def version_on(versions: Sequence[dict[str, Any]], day: date) -> dict[str, Any] | None:
