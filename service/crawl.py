@@ -23,7 +23,7 @@ from crawlers.registry import get_source
 from schema.enums import CrawlStatus
 from schema.records import OfferRecord
 from service.config import Settings
-from service.fx import Rate, store_rates
+from service.fx import Rate
 from service.ingest import (
     CrawlResult,
     IngestResult,
@@ -31,6 +31,7 @@ from service.ingest import (
     Rejection,
     finish_crawl_run,
     ingest,
+    ingest_rates,
     start_crawl_run,
 )
 
@@ -291,24 +292,13 @@ def _store_fx(
     if dry_run or engine is None or run_id is None:
         report.status = CrawlStatus.ok
         return
-    from sqlalchemy import update
-
-    from schema.types import utcnow
-    from service.db import writer
-    from service.ingest import RUN
-
-    with writer(engine).begin() as conn:
-        added = store_rates(conn, rates, source_cls.name, run_id)  # type: ignore[attr-defined]
-        conn.execute(
-            update(RUN)
-            .where(RUN.c.id == run_id)
-            .values(
-                status=CrawlStatus.ok.value,
-                finished_at=utcnow(),
-                seen=len(rates),
-                added=added,
-                source_urls=output.source_urls,
-            )
-        )
+    added = ingest_rates(
+        engine,
+        run_id,
+        source_cls.name,
+        rates,
+        _payloads(output),
+        output.source_urls,  # type: ignore[attr-defined]
+    )
     report.status = CrawlStatus.ok
     report.counts["added"] = added

@@ -33,7 +33,7 @@ from service.alerts.outbox import enqueue_for_diff
 from service.bulk import bulk_insert
 from service.config import Settings
 from service.db import writer
-from service.fx import FxTable
+from service.fx import FxTable, Rate, store_rates
 from service.units import gpu_hourly, instance_hourly, q
 
 OFFER = Offer.__table__  # type: ignore[attr-defined]
@@ -229,6 +229,32 @@ def finish_crawl_run(
                 source_urls=list(source_urls),
             )
         )
+
+
+def ingest_rates(
+    engine: Engine,
+    run_id: int,
+    source: str,
+    rates: list[Rate],
+    payloads: list[Payload],
+    source_urls: list[str],
+) -> int:
+    """Store an FX feed's rates with their payloads and close its crawl run, atomically."""
+    with writer(engine).begin() as conn:
+        _store_payloads(conn, run_id, payloads)
+        added = store_rates(conn, rates, source, run_id)
+        conn.execute(
+            update(RUN)
+            .where(RUN.c.id == run_id)
+            .values(
+                status=CrawlStatus.ok.value,
+                finished_at=utcnow(),
+                seen=len(rates),
+                added=added,
+                source_urls=list(source_urls),
+            )
+        )
+    return added
 
 
 def _clip(value: str | None, limit: int) -> str | None:
