@@ -14,7 +14,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -175,11 +175,28 @@ class IngestError(Exception):
 # --------------------------------------------------------------------------- crawl runs
 
 
+STALE_RUN = timedelta(hours=6)
+"""A run still 'running' after this long was interrupted (its process died)."""
+
+
 def start_crawl_run(
     engine: Engine, source: str, *, trigger: str = "cli", parser_version: str | None = None
 ) -> int:
-    """Record that a crawl of ``source`` began; returns the crawl run id."""
+    """Record that a crawl of ``source`` began; returns the crawl run id.
+
+    Earlier runs of the source left 'running' by a dead process are closed as
+    ``failed: interrupted`` first, so every run ends with a status and a reason."""
+    now = utcnow()
     with writer(engine).begin() as conn:
+        conn.execute(
+            update(RUN)
+            .where(
+                RUN.c.source == source,
+                RUN.c.status == CrawlStatus.running.value,
+                RUN.c.started_at < now - STALE_RUN,
+            )
+            .values(status=CrawlStatus.failed.value, reason="interrupted", finished_at=now)
+        )
         result = conn.execute(
             insert(RUN).values(
                 source=source,

@@ -310,3 +310,21 @@ def test_concurrent_ingests_of_one_source_are_serialized(
     assert len(versions) == 1, "the same change applied once: one new version, not three"
     assert count(engine, VERSION) == 2
     check_invariants(engine)
+
+
+def test_a_run_left_running_by_a_dead_process_is_closed_as_interrupted(
+    engine: Engine, settings: Settings
+) -> None:
+    from service.ingest import STALE_RUN, start_crawl_run
+
+    old = start_crawl_run(engine, "acme")
+    with writer(engine).begin() as conn:
+        conn.execute(
+            RUN.update()
+            .where(RUN.c.id == old)
+            .values(started_at=datetime.now(UTC) - STALE_RUN - timedelta(minutes=1))
+        )
+    start_crawl_run(engine, "acme")
+    with engine.connect() as conn:
+        row = conn.execute(select(RUN).where(RUN.c.id == old)).mappings().one()
+    assert (row["status"], row["reason"]) == ("failed", "interrupted")
