@@ -467,6 +467,29 @@ def runs(
     emit(rows, fmt, title="crawl runs")
 
 
+@app.command()
+@handle_errors
+def unmapped(
+    kind: Annotated[str | None, typer.Option(help="gpu, region or provider")] = None,
+    source: Annotated[str | None, typer.Option()] = None,
+    limit: Annotated[int, typer.Option(min=1, max=10000)] = 50,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Names crawls reported that reference data does not know (add aliases for them)."""
+    from service.quality import list_unmapped
+
+    if kind and kind not in ("gpu", "region", "provider"):
+        raise UsageProblem("--kind: one of gpu, region, provider")
+    with engine().connect() as conn:
+        rows = list_unmapped(conn, kind, source, limit)
+    emit(
+        rows,
+        fmt,
+        ["kind", "source", "value", "occurrences", "last_seen_at"],
+        title="unmapped names",
+    )
+
+
 # ----------------------------------------------------------------------------- seed & serve
 
 

@@ -41,8 +41,10 @@ def write_jsonl(path: Path, items: list) -> Path:  # type: ignore[type-arg]
 def test_ingest_versions_offers_history_roundtrip(cli: CliRunner, tmp_path: Path) -> None:
     code, _, _ = run(cli, "reference", "load")
     assert code == 0
-    file = write_jsonl(tmp_path / "feed.jsonl",
-                       records(5, source="mytool", provider="lambda", gpu_name_raw="H100 SXM"))
+    file = write_jsonl(
+        tmp_path / "feed.jsonl",
+        records(5, source="mytool", provider="lambda", gpu_name_raw="H100 SXM"),
+    )
     code, out, err = run(cli, "ingest", "mytool", "--file", str(file), "-f", "json")
     assert code == 0, err
     assert json.loads(out)[0]["added"] == 5
@@ -73,8 +75,18 @@ def test_ingest_file_with_bad_lines_rejects_them_and_keeps_the_rest(
 ) -> None:
     path = tmp_path / "mixed.jsonl"
     good = [orjson.dumps(record(i, source="mytool")) for i in range(3)]
-    path.write_bytes(b"\n".join([good[0], b"{not json", good[1], b"[1,2]", good[2],
-                                 orjson.dumps(record(9, source="mytool", amount="-1"))]))
+    path.write_bytes(
+        b"\n".join(
+            [
+                good[0],
+                b"{not json",
+                good[1],
+                b"[1,2]",
+                good[2],
+                orjson.dumps(record(9, source="mytool", amount="-1")),
+            ]
+        )
+    )
     code, out, err = run(cli, "ingest", "mytool", "--file", str(path), "-f", "json")
     assert code == 0, err
     summary = json.loads(out)[0]
@@ -102,8 +114,13 @@ def test_errors_are_one_line(cli: CliRunner, tmp_path: Path) -> None:
 
 def _gpuatlas(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*GPUATLAS, *args], capture_output=True, text=True, cwd=ROOT, timeout=60,
-        env={"GPUATLAS_DATABASE_URL": url, "PATH": "/usr/bin:/bin"}, check=False,
+        [*GPUATLAS, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env={"GPUATLAS_DATABASE_URL": url, "PATH": "/usr/bin:/bin"},
+        check=False,
     )
 
 
@@ -138,3 +155,16 @@ def test_corrupt_database_file_is_one_clear_line(tmp_path: Path) -> None:
 def test_unmigrated_database_says_what_to_run(tmp_path: Path) -> None:
     result = _gpuatlas(f"sqlite:///{tmp_path / 'new.db'}", "offers")
     assert result.returncode == 1 and "gpuatlas db upgrade" in result.stderr
+
+
+def test_unmapped_names_are_listed(cli: CliRunner, tmp_path: Path) -> None:
+    file = write_jsonl(
+        tmp_path / "feed.jsonl", [record(0, source="mytool", gpu_name_raw="Quantum Flux 9000")]
+    )
+    assert run(cli, "ingest", "mytool", "--file", str(file))[0] == 0
+    code, out, _ = run(cli, "unmapped", "--kind", "gpu", "-f", "json")
+    assert code == 0
+    assert [(r["kind"], r["value"], r["occurrences"]) for r in json.loads(out)] == [
+        ("gpu", "Quantum Flux 9000", 1)
+    ]
+    assert run(cli, "unmapped", "--kind", "colour")[0] == 2

@@ -11,6 +11,7 @@ from service.api import metrics, problems
 from service.api.routes import catalog, compare, export, health, offers, reference
 from service.api.routes import compliance as compliance_routes
 from service.api.routes import feeds as feed_routes
+from service.api.routes import quality as quality_routes
 from service.api.routes import subscriptions as subscription_routes
 from service.config import Settings, get_settings
 from service.db import make_engine
@@ -56,4 +57,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(reference.router)
     app.include_router(export.router)
     app.include_router(compliance_routes.router)
+    app.include_router(quality_routes.router)
     return app
