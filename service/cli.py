@@ -157,6 +157,10 @@ def reference_load(
     rows = [
         {"dataset": name, "rows": getattr(report, name), "written": report.changed.get(name, 0)}
         for name in ("providers", "regions", "gpus", "aliases")
+    ] + [
+        {"dataset": name, "rows": None, "written": written}
+        for name, written in report.changed.items()
+        if name not in ("providers", "regions", "gpus", "aliases")
     ]
     emit(rows, fmt, title="reference data")
 

@@ -374,8 +374,10 @@ def evaluate(
     if precision == "tf32":
         reasons.append("TPP is set by TF32, counted as 32-bit (its operand width; 19 bits used)")
     chosen = published_on(published or [], on)
+    basis: str
     if chosen is not None:
-        eccn, paragraph, basis = chosen.eccn, None, chosen.basis
+        eccn, basis = chosen.eccn, chosen.basis
+        paragraph = computed.paragraph if computed.eccn == eccn else None
         reasons.append(
             f"Classification {eccn} is {basis} (published; it wins over the computed "
             f"{computed.eccn}: {computed.reason})"

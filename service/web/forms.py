@@ -1,0 +1,196 @@
+"""The listing form: raw query strings -> OfferFilters, sort and page, or friendly errors.
+
+Empty fields mean "not set" (a submitted HTML form sends every field). Values are checked
+here rather than by FastAPI so a bad value re-renders the form with a message (HTTP 400)
+instead of a JSON problem.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.datastructures import QueryParams
+
+from schema.codes import country_codes
+from schema.enums import PriceKind
+from service.queries import SORT_KEYS, OfferFilters
+
+PER_PAGE_CHOICES = (25, 50, 100)
+DEFAULT_PER_PAGE = 50
+MAX_PAGE = 100_000
+GDPR_ZONES = ("eu_eea", "adequacy", "any")
+SORT_LABELS = {
+    "price_per_gpu_hour": "USD per GPU-hour",
+    "price": "USD per hour (instance)",
+    "price_per_pflop_hour": "USD per PFLOP-hour (BF16)",
+    "gpu_count": "GPU count",
+    "provider": "provider",
+}
+FORM_FIELDS = (
+    "gpu",
+    "min_gpus",
+    "provider",
+    "country",
+    "gdpr",
+    "cert",
+    "export_destination",
+    "price_kind",
+    "max_price_per_gpu_hour",
+)
+SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,63}$")
+MAX_NUMBER = Decimal(1_000_000)
+
+
+@dataclass
+class ListingForm:
+    """What the visitor asked for, as typed (for redisplay) and as parsed."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    """Field name -> the text (or list of texts for ``cert``) to put back in the form."""
+    errors: dict[str, str] = field(default_factory=dict)
+    filters: OfferFilters = field(default_factory=OfferFilters)
+    sort: str = "price_per_gpu_hour"
+    descending: bool = False
+    page: int = 1
+    per_page: int = DEFAULT_PER_PAGE
+
+    @property
+    def sort_param(self) -> str:
+        return ("-" if self.descending else "") + self.sort
+
+    def query(self, **changes: Any) -> str:
+        """This listing's query string, with ``changes`` applied (None removes a key)."""
+        items: list[tuple[str, str]] = []
+        state: dict[str, Any] = {
+            **{k: v for k, v in self.values.items() if v not in (None, "", [])},
+            "sort": None if self.sort_param == "price_per_gpu_hour" else self.sort_param,
+            "page": None if self.page == 1 else str(self.page),
+            "per_page": None if self.per_page == DEFAULT_PER_PAGE else str(self.per_page),
+        }
+        state.update(changes)
+        for key in (*FORM_FIELDS, "sort", "per_page", "page"):
+            value = state.get(key)
+            if value in (None, "", []):
+                continue
+            if isinstance(value, list):
+                items.extend((key, str(v)) for v in value)
+            else:
+                items.append((key, str(value)))
+        return urlencode(items)
+
+    def api_query(self, limit: int) -> str:
+        """The JSON twin's query string (``/v1/offers``): same filters, same sort."""
+        items: list[tuple[str, str]] = []
+        for key in FORM_FIELDS:
+            value = self.values.get(key)
+            if value in (None, "", []):
+                continue
+            if isinstance(value, list):
+                items.extend((key, str(v)) for v in value)
+            else:
+                items.append((key, str(value)))
+        if self.sort_param != "price_per_gpu_hour":
+            items.append(("sort", self.sort_param))
+        items.append(("limit", str(limit)))
+        return urlencode(items)
+
+
+def _text(params: QueryParams, name: str, limit: int = 100) -> str:
+    return (params.get(name) or "").strip()[:limit]
+
+
+def _decimal(form: ListingForm, name: str, text: str) -> Decimal | None:
+    if not text:
+        return None
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        form.errors[name] = "not a number"
+        return None
+    if not value.is_finite() or value < 0 or value > MAX_NUMBER:
+        form.errors[name] = "a number from 0 to 1,000,000"
+        return None
+    return value
+
+
+def _int(form: ListingForm, name: str, text: str, low: int, high: int) -> int | None:
+    if not text:
+        return None
+    if not text.isdigit() or not low <= int(text) <= high:
+        form.errors[name] = f"a whole number from {low} to {high:,}"
+        return None
+    return int(text)
+
+
+def _country(form: ListingForm, name: str, text: str) -> str | None:
+    if not text:
+        return None
+    code = text.upper()
+    if code not in country_codes():
+        form.errors[name] = "a two-letter ISO 3166-1 country code (e.g. DE)"
+        return None
+    return code
+
+
+def _slug(form: ListingForm, name: str, text: str) -> str | None:
+    if not text:
+        return None
+    if not SLUG.match(text):
+        form.errors[name] = "letters, digits and - _ . : + only"
+        return None
+    return text
+
+
+def parse_listing(params: QueryParams) -> ListingForm:
+    form = ListingForm()
+    values = {name: _text(params, name) for name in FORM_FIELDS if name != "cert"}
+    certs = [c.strip().lower()[:64] for c in params.getlist("cert") if c.strip()]
+    values["cert"] = certs
+    form.values = values
+
+    gpu = _slug(form, "gpu", values["gpu"])
+    provider = _slug(form, "provider", values["provider"])
+    min_gpus = _decimal(form, "min_gpus", values["min_gpus"])
+    max_price = _decimal(form, "max_price_per_gpu_hour", values["max_price_per_gpu_hour"])
+    country = _country(form, "country", values["country"])
+    destination = _country(form, "export_destination", values["export_destination"])
+    gdpr = values["gdpr"] or None
+    if gdpr is not None and gdpr not in GDPR_ZONES:
+        form.errors["gdpr"] = f"one of {', '.join(GDPR_ZONES)}"
+        gdpr = None
+    price_kind = values["price_kind"] or None
+    if price_kind is not None and price_kind not in {k.value for k in PriceKind}:
+        form.errors["price_kind"] = "not a known price kind"
+        price_kind = None
+    for cert in certs:
+        if not SLUG.match(cert):
+            form.errors["cert"] = "not a certification scheme"
+
+    sort = _text(params, "sort") or "price_per_gpu_hour"
+    descending = sort.startswith("-")
+    key = sort.removeprefix("-")
+    if key not in SORT_KEYS:
+        form.errors["sort"] = f"one of {', '.join(SORT_KEYS)}"
+        key, descending = "price_per_gpu_hour", False
+    form.sort, form.descending = key, descending
+
+    per_page = _int(form, "per_page", _text(params, "per_page"), 1, max(PER_PAGE_CHOICES))
+    form.per_page = per_page or DEFAULT_PER_PAGE
+    form.page = _int(form, "page", _text(params, "page"), 1, MAX_PAGE) or 1
+
+    form.filters = OfferFilters(
+        gpu=gpu,
+        provider=provider,
+        country=country,
+        price_kind=price_kind,
+        min_gpus=min_gpus,
+        gdpr=gdpr,
+        cert=tuple(certs) if "cert" not in form.errors else (),
+        export_destination=destination,
+        max_price_per_gpu_hour=max_price,
+    )
+    return form
