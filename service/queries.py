@@ -809,7 +809,7 @@ def change_feed(
         if r["version_to"] is not None:
             closed[(r["version_to"], r["offer_id"])] = dict(r)
     offers = _offers_by_id(conn, ids)
-    created = dict(
+    created: dict[int, datetime] = dict(
         conn.execute(
             select(VERSION.c.id, VERSION.c.created_at).where(VERSION.c.id.between(low, high))
         ).all()
@@ -942,8 +942,8 @@ def cheapest_by_kind(
         version,
         compliance,
     )
-    ranked = ranked.where(OBS.c.gpu_hour_usd.is_not(None)).subquery()
-    stmt = select(ranked).where(ranked.c.rank == 1).order_by(ranked.c.provider)
+    best = ranked.where(OBS.c.gpu_hour_usd.is_not(None)).subquery()
+    stmt = select(best).where(best.c.rank == 1).order_by(best.c.provider)
     return [dict(r) for r in conn.execute(stmt).mappings()]
 
 
@@ -986,7 +986,7 @@ def _count_active(conn: Connection, condition: Any) -> int:
 
 
 def list_providers(conn: Connection) -> list[dict[str, Any]]:
-    counts = dict(
+    counts: dict[str, int] = dict(
         conn.execute(
             select(OFFER.c.provider, func.count())
             .where(OFFER.c.status == OfferStatus.active.value)

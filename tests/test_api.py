@@ -74,8 +74,11 @@ def test_cursor_pages_through_everything_once(client: TestClient) -> None:
 
 
 def test_offer_and_history_oldest_first(client: TestClient) -> None:
-    offer_id = next(o["id"] for o in client.get("/v1/offers", params={"limit": 100}).json()["data"]
-                    if o["sku"] == "gpu-0")
+    offer_id = next(
+        o["id"]
+        for o in client.get("/v1/offers", params={"limit": 100}).json()["data"]
+        if o["sku"] == "gpu-0"
+    )
     assert client.get(f"/v1/offers/{offer_id}").json()["price"]["amount"] == "21.5"
     history = client.get(f"/v1/offers/{offer_id}/history").json()
     assert [h["amount"] for h in history] == ["20", "21.5"]

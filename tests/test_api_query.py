@@ -7,6 +7,7 @@ import csv
 import io
 import json
 from collections.abc import Iterator
+from datetime import date
 from decimal import Decimal
 from typing import Any
 
@@ -20,6 +21,7 @@ from sqlalchemy import Engine
 
 from service.api.main import create_app
 from service.config import REFERENCE_DIR, Settings
+from service.fx import Rate, store_rates
 from service.ingest import CrawlResult, ingest
 from service.reference import load_reference
 from tests.factories import record
@@ -259,6 +261,22 @@ def test_offer_context_and_display_currency(client: TestClient) -> None:
     usd = client.get("/v1/offers", params={"limit": 1, "currency": "usd"}).json()["data"][0]
     assert usd["display_price"]["currency"] == "USD"
     assert client.get("/v1/offers", params={"currency": "XXQ"}).status_code == 422
+    assert client.get("/v1/offers", params={"currency": "JPY"}).status_code == 422  # no rate
+    engine = client.engine  # type: ignore[attr-defined]
+    with engine.begin() as conn:
+        store_rates(
+            conn,
+            [
+                Rate(date(2026, 1, 2), "USD", Decimal("1.25")),
+                Rate(date(2026, 1, 2), "JPY", Decimal("150")),
+            ],
+            "test",
+            None,
+        )
+    eur = client.get("/v1/offers", params={"limit": 1, "currency": "EUR"}).json()["data"][0]
+    assert Decimal(eur["display_price"]["amount"]) == Decimal(eur["price_usd"]) * Decimal("0.8")
+    jpy = client.get("/v1/offers", params={"limit": 1, "currency": "JPY"}).json()["data"][0]
+    assert jpy["display_price"]["currency"] == "JPY"
 
 
 def test_history_buckets(client: TestClient) -> None:

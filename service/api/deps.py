@@ -39,10 +39,25 @@ SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 ConnDep = Annotated[Connection, Depends(get_conn)]
 
 
+def reject_nul(request: Request) -> None:
+    """NUL characters are never meaningful (and PostgreSQL text cannot hold them)."""
+    values = [*request.query_params.multi_items(), *request.path_params.items()]
+    bad = sorted({name for name, value in values if "\x00" in str(value)})
+    if bad:
+        raise Problem(
+            422,
+            "Invalid parameter",
+            f"invalid: {', '.join(bad)}",
+            kind="invalid-parameter",
+            invalid_params=[{"name": n, "reason": "contains a NUL character"} for n in bad],
+        )
+
+
 def reject_unknown_params(allowed: set[str]):  # type: ignore[no-untyped-def]
     """A dependency refusing query parameters the endpoint does not define."""
 
     def check(request: Request) -> None:
+        reject_nul(request)
         unknown = sorted(set(request.query_params) - allowed)
         if unknown:
             raise Problem(

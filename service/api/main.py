@@ -15,6 +15,7 @@ from service.api.routes import quality as quality_routes
 from service.api.routes import subscriptions as subscription_routes
 from service.config import Settings, get_settings
 from service.db import make_engine
+from service.web import routes as web_routes
 
 API_DESCRIPTION = """GPU cloud prices and compliance facts, versioned.
 
@@ -57,5 +58,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(reference.router)
     app.include_router(export.router)
     app.include_router(compliance_routes.router)
+    app.include_router(web_routes.router)
+    web_routes.mount_static(app)
     app.include_router(quality_routes.router)
     return app

@@ -149,8 +149,7 @@ def parse_listing(params: QueryParams) -> ListingForm:
     form = ListingForm()
     values = {name: _text(params, name) for name in FORM_FIELDS if name != "cert"}
     certs = [c.strip().lower()[:64] for c in params.getlist("cert") if c.strip()]
-    values["cert"] = certs
-    form.values = values
+    form.values = {**values, "cert": certs}
 
     gpu = _slug(form, "gpu", values["gpu"])
     provider = _slug(form, "provider", values["provider"])

@@ -7,7 +7,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from sqlalchemy import Connection
 
 from schema.api import HistoryPage, ObservationPublic, OfferDetail, Page
@@ -31,6 +31,8 @@ from service.queries import offer_history as query_history
 from service.units import q
 
 router = APIRouter(prefix="/v1", tags=["offers"])
+
+OfferId = Annotated[int, Path(ge=1, le=2**31 - 1)]
 
 LISTING_PARAMS = FILTER_PARAMS | {"sort", "limit", "cursor", "currency"}
 SORT_VALUES = tuple(SORT_KEYS) + tuple(f"-{k}" for k in SORT_KEYS)
@@ -94,9 +96,9 @@ def display_rate(conn: Connection, currency: str | None, today: Any) -> tuple[st
     if code == "USD":
         return code, Decimal(1)
     conversion = FxTable.load(conn).to_usd(code, today)
-    if conversion is None or not conversion.rate:
+    if conversion is None or not conversion.usd_per_unit:
         raise invalid("currency", f"no exchange rate known for {code}")
-    return code, q(Decimal(1) / conversion.rate)
+    return code, q(Decimal(1) / conversion.usd_per_unit)
 
 
 @router.get(
@@ -168,7 +170,7 @@ def offers(
     dependencies=[Depends(reject_unknown_params({"currency"}))],
 )
 def offer(
-    conn: ConnDep, offer_id: int, version: VersionDep, currency: DisplayCurrency = None
+    conn: ConnDep, offer_id: OfferId, version: VersionDep, currency: DisplayCurrency = None
 ) -> OfferDetail:
     try:
         row = get_offer(conn, offer_id)
@@ -198,7 +200,7 @@ def _aware(name: str, value: datetime | None) -> None:
 )
 def offer_history(
     conn: ConnDep,
-    offer_id: int,
+    offer_id: OfferId,
     version: VersionDep,
     start: Annotated[datetime | None, Query(alias="from")] = None,
     end: Annotated[datetime | None, Query(alias="to")] = None,

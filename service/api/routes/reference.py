@@ -14,7 +14,6 @@ from service.queries import NotFound, get_gpu, get_provider, list_gpus, list_pro
 router = APIRouter(prefix="/v1", tags=["reference"])
 
 NO_PARAMS = [Depends(reject_unknown_params(set()))]
-PathSlug = Annotated[str, "slug"]
 
 
 def _found(call: Any, *args: Any) -> Any:

@@ -1,0 +1,201 @@
+"""The page for people: listing with filters, offer, provider and GPU pages (HTML).
+
+Handlers only parse, call the shared queries and render; every page links its JSON twin
+under ``/v1``. Bad input re-renders the form with a message (400); unknown things get an
+HTML 404. No page issues more than a fixed number of queries, whatever the catalog size.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from math import ceil
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
+
+from schema.enums import PriceKind
+from service.api.deps import ConnDep
+from service.compliance import NOTICE
+from service.compliance.queries import ComplianceError, export_control
+from service.queries import (
+    ComplianceRefused,
+    ComplianceUnavailable,
+    NotFound,
+    OfferFilters,
+    get_gpu,
+    get_offer,
+    get_provider,
+    list_offers,
+    list_providers,
+    offer_context,
+    offer_history,
+    resolve_compliance,
+)
+from service.web import data
+from service.web.chart import step_chart
+from service.web.forms import (
+    GDPR_ZONES,
+    PER_PAGE_CHOICES,
+    SORT_LABELS,
+    ListingForm,
+    parse_listing,
+)
+from service.web.render import STATIC, path_part, render
+
+router = APIRouter(include_in_schema=False)
+
+EXPORT_DESTINATIONS = ("DE", "IN", "AE", "CN")
+"""Destinations summarized on a GPU page (one per broad treatment); ?destination= adds one."""
+CHEAPEST_ON_GPU_PAGE = 10
+MAX_ID_DIGITS = 18
+
+
+def mount_static(app: FastAPI) -> None:
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+
+def page(template: str, status: int = 200, **context: Any) -> HTMLResponse:
+    return HTMLResponse(render(template, **context), status_code=status)
+
+
+def not_found(what: str) -> HTMLResponse:
+    return page("not_found.html", 404, title="Not found", message=what, json_url=None)
+
+
+def _choices(conn: Any) -> dict[str, Any]:
+    return {
+        "gpus": data.gpu_choices(conn),
+        "providers": [(p["slug"], p["name"]) for p in list_providers(conn)],
+        "cert_schemes": data.cert_schemes(conn),
+        "price_kinds": [k.value for k in PriceKind],
+        "gdpr_zones": GDPR_ZONES,
+        "sort_labels": SORT_LABELS,
+        "per_page_choices": PER_PAGE_CHOICES,
+    }
+
+
+@router.get("/", response_class=HTMLResponse)
+def index(request: Request, conn: ConnDep) -> HTMLResponse:
+    form: ListingForm = parse_listing(request.query_params)
+    today = datetime.now(UTC).date()
+    rows: list[dict[str, Any]] = []
+    total = pages = 0
+    compliance = None
+    choices = _choices(conn)
+    unknown = sorted(set(form.filters.cert) - set(choices["cert_schemes"]))
+    if unknown:
+        form.errors["cert"] = f"no certification scheme {', '.join(unknown)} on record"
+    if not form.errors:
+        try:
+            compliance = resolve_compliance(conn, form.filters, today)
+        except ComplianceUnavailable as exc:
+            form.errors[exc.parameter] = "not available on this server yet"
+        except ComplianceRefused as exc:
+            form.errors[exc.parameter] = exc.reason
+    if not form.errors:
+        total = data.count_offers(conn, form.filters, compliance=compliance)
+        pages = max(1, ceil(total / form.per_page))
+        if form.page > pages:
+            form.errors["page"] = f"past the last page ({pages})"
+        else:
+            rows = list_offers(
+                conn,
+                form.filters,
+                form.per_page,
+                (form.page - 1) * form.per_page,
+                compliance=compliance,
+                sort=form.sort,
+                descending=form.descending,
+            )
+    ctx = offer_context(conn, rows, today)
+    return page(
+        "index.html",
+        400 if form.errors else 200,
+        title="GPU offers",
+        form=form,
+        rows=rows,
+        ctx=ctx,
+        total=total,
+        pages=pages,
+        json_url="/v1/offers?" + form.api_query(form.per_page),
+        **choices,
+    )
+
+
+@router.get("/offers/{offer_id}", response_class=HTMLResponse)
+def offer_page(offer_id: str, conn: ConnDep) -> HTMLResponse:
+    if not offer_id.isdigit() or len(offer_id) > MAX_ID_DIGITS:
+        return not_found(f"There is no offer {offer_id!r}.")
+    number = int(offer_id)
+    try:
+        offer = get_offer(conn, number)
+        history = offer_history(conn, number)
+    except NotFound:
+        return not_found(f"There is no offer {number}.")
+    now = datetime.now(UTC)
+    runs = data.runs_by_ids(conn, [h["crawl_run_id"] for h in history])
+    return page(
+        "offer.html",
+        title=f"{offer['provider']} {offer['sku']} in {offer['region']}",
+        offer=offer,
+        history=history,
+        runs=runs,
+        chart=step_chart(history, now),
+        ctx=offer_context(conn, [offer], now.date()),
+        provider_name=data.provider_names(conn, [offer["provider"]]).get(offer["provider"]),
+        json_url=f"/v1/offers/{number}",
+        history_json_url=f"/v1/offers/{number}/history",
+    )
+
+
+@router.get("/providers/{slug}", response_class=HTMLResponse)
+def provider_page(slug: str, conn: ConnDep) -> HTMLResponse:
+    today = datetime.now(UTC).date()
+    try:
+        provider = get_provider(conn, slug, today)
+    except NotFound:
+        return not_found(f"There is no provider {slug!r}.")
+    sources = data.provider_sources(conn, slug)
+    return page(
+        "provider.html",
+        title=provider["name"],
+        provider=provider,
+        runs=data.latest_runs_of(conn, sources),
+        sources=sources,
+        json_url=f"/v1/providers/{path_part(slug)}",
+    )
+
+
+@router.get("/gpus/{slug}", response_class=HTMLResponse)
+def gpu_page(slug: str, conn: ConnDep, destination: str | None = None) -> HTMLResponse:
+    today = datetime.now(UTC).date()
+    try:
+        gpu = get_gpu(conn, slug)
+    except NotFound:
+        return not_found(f"There is no GPU model {slug!r}.")
+    cheapest = list_offers(conn, OfferFilters(gpu=gpu["slug"]), CHEAPEST_ON_GPU_PAGE)
+    destinations = list(EXPORT_DESTINATIONS)
+    extra = (destination or "").strip().upper()
+    if extra and extra not in destinations:
+        destinations.append(extra[:8])
+    answers: list[dict[str, Any]] = []
+    for country in destinations:
+        try:
+            answer = export_control(conn, gpu["slug"], country, today).to_dict()
+            answers.append({"destination": country, **answer})
+        except ComplianceError as exc:
+            answers.append({"destination": country, "error": str(exc)})
+    return page(
+        "gpu.html",
+        title=gpu["name"],
+        gpu=gpu,
+        cheapest=cheapest,
+        ctx=offer_context(conn, cheapest, today),
+        answers=answers,
+        today=today,
+        notice=NOTICE,
+        json_url=f"/v1/gpus/{path_part(gpu['slug'])}",
+        offers_json_url=f"/v1/offers?gpu={path_part(gpu['slug'])}&limit={CHEAPEST_ON_GPU_PAGE}",
+    )
