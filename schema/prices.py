@@ -31,6 +31,7 @@ class Offer(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("source", "provider", "sku", "region", "price_kind", "unit"),
         Index("ix_offer_gpu_slug_status", "gpu_slug", "status"),
+        Index("ix_offer_identity", "provider", "sku", "region", "price_kind"),
     )
 
     id: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
@@ -84,6 +85,6 @@ class PriceObservation(SQLModel, table=True):
     valid_from: datetime = Field(sa_type=UTCDateTime)
     valid_to: datetime | None = Field(default=None, sa_type=UTCDateTime)
     version_from: int = Field(index=True)
-    version_to: int | None = None
+    version_to: int | None = Field(default=None, index=True)
     crawl_run_id: int = Field(foreign_key="crawl_run.id")
     raw_sha256: str | None = Field(default=None, max_length=64)

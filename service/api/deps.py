@@ -6,7 +6,7 @@ import hashlib
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, Request, Response
+from fastapi import Depends, Path, Request, Response
 from sqlalchemy import Connection, Engine
 
 from service.api.problems import NotModified, Problem
@@ -36,6 +36,8 @@ def get_conn(engine: Annotated[Engine, Depends(get_engine)]) -> Iterator[Connect
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
+RowId = Annotated[int, Path(ge=1, le=2**31 - 1, description="a row id")]
+"""A database id in a path: bounded, so out-of-range input is a 422, never a 500."""
 ConnDep = Annotated[Connection, Depends(get_conn)]
 
 

@@ -15,7 +15,7 @@ from service.alerts.feeds import event_entries, recent_changes
 from service.alerts.keys import verify_api_key
 from service.alerts.store import get_subscription, list_events
 from service.api.auth import presented_key
-from service.api.deps import ConnDep, reject_unknown_params
+from service.api.deps import ConnDep, RowId, reject_unknown_params
 from service.api.problems import Problem
 
 router = APIRouter(prefix="/v1", tags=["feeds"])
@@ -81,7 +81,7 @@ def changes_feed(
     dependencies=[Depends(reject_unknown_params({"token", "limit"}))],
 )
 def subscription_feed(
-    subscription_id: int,
+    subscription_id: RowId,
     request: Request,
     conn: ConnDep,
     token: Annotated[str | None, Query(max_length=200)] = None,

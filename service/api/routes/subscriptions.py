@@ -25,7 +25,7 @@ from service.alerts.store import (
     list_subscriptions,
 )
 from service.api.auth import ApiKeyDep
-from service.api.deps import ConnDep, SettingsDep, get_engine, reject_unknown_params
+from service.api.deps import ConnDep, RowId, SettingsDep, get_engine, reject_unknown_params
 from service.api.problems import Problem
 
 MAX_BODY_BYTES = 64 * 1024
@@ -76,7 +76,7 @@ def _public(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def owned_subscription(subscription_id: int, key_id: ApiKeyDep, conn: ConnDep) -> dict[str, Any]:
+def owned_subscription(subscription_id: RowId, key_id: ApiKeyDep, conn: ConnDep) -> dict[str, Any]:
     """The caller's live subscription, or 404 (another key's subscription is not found)."""
     row = get_subscription(conn, subscription_id)
     if row is None or row["api_key_id"] != key_id:
