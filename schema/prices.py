@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from decimal import Decimal
 
-from sqlalchemy import Index, UniqueConstraint
+from sqlalchemy import BigInteger, Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from schema.base import metadata  # noqa: F401
@@ -25,13 +25,27 @@ class CatalogVersion(SQLModel, table=True):
     updated: int = 0
 
 
+SORT_KEY_SCALE = 10**10
+"""``gpu_hour_usd_e10 = gpu_hour_usd * SORT_KEY_SCALE``: exact, since decimals keep 10 places."""
+SORT_KEY_MAX = 2**63 - 1
+
+
+def sort_key_e10(value: Decimal | None) -> int | None:
+    """The exact integer sort key of a stored USD amount (saturates at the BIGINT range)."""
+    if value is None:
+        return None
+    key = int(value.scaleb(10))
+    return max(-SORT_KEY_MAX, min(SORT_KEY_MAX, key))
+
+
 class Offer(SQLModel, table=True):
     """The identity of a price, plus its current state (denormalized from observations)."""
 
     __table_args__ = (
         UniqueConstraint("source", "provider", "sku", "region", "price_kind", "unit"),
-        Index("ix_offer_gpu_slug_status", "gpu_slug", "status"),
         Index("ix_offer_identity", "provider", "sku", "region", "price_kind"),
+        Index("ix_offer_status_gpu_hour", "status", "gpu_hour_usd_e10", "id"),
+        Index("ix_offer_gpu_slug_status_gpu_hour", "gpu_slug", "status", "gpu_hour_usd_e10", "id"),
     )
 
     id: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
@@ -57,6 +71,17 @@ class Offer(SQLModel, table=True):
     amount: Decimal = Field(sa_type=DecimalType, description="current quoted amount")
     currency: str = Field(max_length=3)
     observation_id: int = Field(description="the current (or last) observation")
+    gpu_hour_usd: Decimal | None = Field(
+        default=None,
+        sa_type=DecimalType,
+        description="the current observation's USD per GPU-hour (denormalized by ingest)",
+    )
+    gpu_hour_usd_e10: int | None = Field(
+        default=None,
+        sa_type=BigInteger,
+        description="sort key only: gpu_hour_usd x 10^10 as an exact integer (stored "
+        "decimals keep 10 places), so listings sort and page on an index; never returned",
+    )
     first_seen_at: datetime = Field(sa_type=UTCDateTime)
     first_seen_version: int
     last_changed_at: datetime = Field(sa_type=UTCDateTime)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import sys
 import traceback
 from collections.abc import Callable
-from decimal import Decimal
 from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -21,7 +20,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from service.config import REFERENCE_DIR, Settings, get_settings
 from service.db import DatabaseConfigError, make_engine
-from service.output import Format, emit, emit_jsonl, text
+from service.output import Format, emit, emit_jsonl
 
 app = typer.Typer(
     name="gpuatlas",
@@ -350,114 +349,6 @@ def versions(
 
 @app.command()
 @handle_errors
-def offers(
-    gpu: Annotated[str | None, typer.Option(help="GPU slug or family, e.g. h100")] = None,
-    provider: Annotated[str | None, typer.Option()] = None,
-    country: Annotated[str | None, typer.Option(help="ISO 3166 alpha-2")] = None,
-    price_kind: Annotated[str | None, typer.Option("--price-kind")] = None,
-    source: Annotated[str | None, typer.Option()] = None,
-    min_gpus: Annotated[float | None, typer.Option("--min-gpus")] = None,
-    limit: Annotated[int, typer.Option(min=1, max=100000)] = 50,
-    fmt: FormatOpt = Format.table,
-) -> None:
-    """Current offers, cheapest per GPU-hour (USD) first."""
-    from schema.enums import PriceKind
-    from service.queries import OfferFilters, list_offers
-
-    if price_kind and price_kind not in PriceKind.__members__:
-        raise UsageProblem(
-            f"--price-kind: unknown {price_kind!r} (one of {', '.join(PriceKind.__members__)})"
-        )
-    if country and (len(country) != 2 or not country.isalpha()):
-        raise UsageProblem("--country: use an ISO 3166 alpha-2 code, e.g. DE")
-    filters = OfferFilters(
-        gpu=gpu,
-        provider=provider,
-        country=country,
-        price_kind=price_kind,
-        source=source,
-        min_gpus=Decimal(str(min_gpus)) if min_gpus is not None else None,
-    )
-    with engine().connect() as conn:
-        rows = list_offers(conn, filters, limit)
-    if fmt is Format.table:
-        display = [
-            {
-                "id": r["id"],
-                "provider": r["provider"],
-                "sku": r["sku"],
-                "region": r["region"],
-                "cc": r["country"],
-                "gpu": r["gpu_slug"] or f"? {r['gpu_name_raw']}",
-                "gpus": r["gpu_count"],
-                "kind": r["price_kind"],
-                "price": f"{text(r['amount'])} {r['currency']}/{r['unit']}",
-                "usd/gpu-h": r["gpu_hour_usd"],
-                "source": r["source"],
-            }
-            for r in rows
-        ]
-        emit(display, fmt, title="offers (USD per GPU-hour ascending)")
-        return
-    columns = [
-        "id",
-        "provider",
-        "sku",
-        "region",
-        "country",
-        "gpu_slug",
-        "gpu_name_raw",
-        "gpu_count",
-        "price_kind",
-        "amount",
-        "currency",
-        "unit",
-        "gpu_hour_usd",
-        "hourly_usd",
-        "amount_usd",
-        "fx_rate",
-        "fx_date",
-        "source",
-        "last_changed_at",
-        "crawl_run_id",
-        "raw_sha256",
-    ]
-    emit(rows, fmt, columns)
-
-
-@app.command()
-@handle_errors
-def history(
-    offer_id: Annotated[int, typer.Argument(help="offer id")], fmt: FormatOpt = Format.table
-) -> None:
-    """An offer's price history, oldest first, with provenance."""
-    from service.queries import NotFound, offer_history
-
-    with engine().connect() as conn:
-        try:
-            rows = offer_history(conn, offer_id)
-        except NotFound as exc:
-            raise CliError(str(exc)) from None
-    emit(
-        rows,
-        fmt,
-        [
-            "valid_from",
-            "valid_to",
-            "amount",
-            "currency",
-            "gpu_hour_usd",
-            "fx_rate",
-            "version_from",
-            "version_to",
-            "crawl_run_id",
-        ],
-        title=f"offer {offer_id}",
-    )
-
-
-@app.command()
-@handle_errors
 def runs(
     source: Annotated[str | None, typer.Option()] = None,
     limit: Annotated[int, typer.Option(min=1, max=10000)] = 20,
@@ -567,6 +458,11 @@ register_compliance(app)
 from service.cli_alerts import register as register_alerts  # noqa: E402
 
 register_alerts(app)
+
+
+from service.cli_query import register as register_query  # noqa: E402
+
+register_query(app)
 
 
 def run() -> None:  # pragma: no cover

@@ -26,7 +26,7 @@ from schema.catalog import GpuAlias, GpuModel, InstanceType, Provider, Region
 from schema.crawl import CrawlRun, CrawlRunPayload, RawPayload, RejectedRecord, UnmappedName
 from schema.enums import CrawlStatus, OfferStatus, UnmappedKind
 from schema.names import gpu_alias_key
-from schema.prices import CatalogVersion, Offer, PriceObservation
+from schema.prices import CatalogVersion, Offer, PriceObservation, sort_key_e10
 from schema.records import OfferRecord, describe_validation_error
 from schema.types import utcnow
 from service.alerts.outbox import enqueue_for_diff
@@ -815,6 +815,8 @@ OFFER_COLUMNS = (
     "first_seen_version",
     "last_changed_at",
     "last_changed_version",
+    "gpu_hour_usd",
+    "gpu_hour_usd_e10",
 )
 OBS_COLUMNS = (
     "id",
@@ -855,7 +857,8 @@ class _Writer:
         self._next_obs = (conn.execute(select(func.max(OBS.c.id))).scalar() or 0) + 1
         self._fx_cache: dict[str, Any] = {}
 
-    def _observation(self, offer_id: int, record: OfferRecord) -> int:
+    def _observation(self, offer_id: int, record: OfferRecord) -> tuple[int, Decimal | None]:
+        """Queue the record's observation; its id and USD per GPU-hour (for the offer row)."""
         obs_id = self._next_obs
         self._next_obs += 1
         hourly = instance_hourly(record.amount, record.unit, record.price_per, record.gpu_count)
@@ -893,7 +896,7 @@ class _Writer:
                 self.record_payloads.get(id(record), self.raw_sha256),
             )
         )
-        return obs_id
+        return obs_id, gpu_usd
 
     def write(self, source: str, diff: _Diff) -> None:
         conn, now, version = self.conn, self.now, self.version
@@ -913,7 +916,7 @@ class _Writer:
         new_offers = []
         for offset, (record, attributes, digest) in enumerate(diff.added):
             offer_id = next_offer + offset
-            obs_id = self._observation(offer_id, record)
+            obs_id, gpu_usd = self._observation(offer_id, record)
             new_offers.append(
                 (
                     offer_id,
@@ -933,14 +936,16 @@ class _Writer:
                     version,
                     now,
                     version,
+                    gpu_usd,
+                    sort_key_e10(gpu_usd),
                 )
             )
         bulk_insert(conn, OFFER, OFFER_COLUMNS, new_offers)
 
         repriced = []
         for old, record, attributes, digest in diff.changed + diff.reopened:
-            obs_id = self._observation(old.id, record)
-            repriced.append((old, record, attributes, digest, obs_id))
+            obs_id, gpu_usd = self._observation(old.id, record)
+            repriced.append((old, record, attributes, digest, obs_id, gpu_usd))
         closing = [old.observation_id for old, *_ in diff.changed]
         closing += [old.observation_id for old in diff.withdrawn]
         for start in range(0, len(closing), CHUNK):
@@ -967,6 +972,8 @@ class _Writer:
                     amount=bindparam("p_amount"),
                     currency=bindparam("p_currency"),
                     observation_id=bindparam("p_obs"),
+                    gpu_hour_usd=bindparam("p_gpu_usd"),
+                    gpu_hour_usd_e10=bindparam("p_gpu_key"),
                     last_changed_at=now,
                     last_changed_version=version,
                     withdrawn_at=None,
@@ -981,10 +988,12 @@ class _Writer:
                         "p_amount": record.amount,
                         "p_currency": record.currency,
                         "p_obs": obs_id,
+                        "p_gpu_usd": gpu_usd,
+                        "p_gpu_key": sort_key_e10(gpu_usd),
                         "p_fingerprint": digest,
                         **{f"p_{n}": v for n, v in zip(ATTRIBUTES, attributes, strict=True)},
                     }
-                    for old, record, attributes, digest, obs_id in repriced
+                    for old, record, attributes, digest, obs_id, gpu_usd in repriced
                 ],
             )
         if diff.touched:

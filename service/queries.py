@@ -11,6 +11,12 @@ Two ways to read offers:
 
 Offer attributes (GPU count, country, bare metal...) are the offer's current ones in both
 paths; only prices (and which offers exist) are versioned.
+
+The default order (USD per GPU-hour) and ``max_price_per_gpu_hour`` use an exact integer
+sort key, USD per GPU-hour x 10^10 (:func:`gpu_hour_key`): on the current path it is the
+indexed ``offer.gpu_hour_usd_e10`` that ingest writes with each price, on the pinned path it
+is computed from the observation, so a cursor's key means the same on both. The key is
+never returned; the exact ``Decimal`` is.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import importlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from decimal import Decimal
+from decimal import ROUND_FLOOR, Decimal
 from typing import Any, Literal
 
 from sqlalchemy import (
@@ -34,7 +40,7 @@ from sqlalchemy import (
     union,
 )
 from sqlalchemy.sql.elements import ColumnElement
-from sqlalchemy.types import Float, Numeric
+from sqlalchemy.types import BigInteger, Float, Integer, Numeric
 
 from schema.catalog import GpuModel, Provider, Region
 from schema.compliance import Certification, GpuClassification
@@ -257,9 +263,27 @@ def visible_at(obs: Any, version: int) -> ColumnElement[bool]:
     )
 
 
-def sort_expression(sort: str, dialect: str) -> Any:
+def gpu_hour_key(dialect: str, version: int | None = None) -> Any:
+    """The exact integer sort key of USD per GPU-hour (x 10^10) for the current or a pinned read.
+
+    Current: the indexed ``offer.gpu_hour_usd_e10``. Pinned: the same integer computed from
+    the observation (on SQLite through a double, exact below 10^5 USD per GPU-hour).
+    """
+    if version is None:
+        return OFFER.c.gpu_hour_usd_e10
+    if dialect == "sqlite":
+        return cast(func.round(cast(OBS.c.gpu_hour_usd, Float) * 10_000_000_000), Integer)
+    return cast(OBS.c.gpu_hour_usd * 10_000_000_000, BigInteger)
+
+
+def price_key_bound(value: Decimal) -> int:
+    """The largest sort key whose price is <= ``value`` (prices keep 10 decimal places)."""
+    return int(value.scaleb(10).to_integral_value(rounding=ROUND_FLOOR))
+
+
+def sort_expression(sort: str, dialect: str, version: int | None = None) -> Any:
     if sort == "price_per_gpu_hour":
-        return _sortable(OBS.c.gpu_hour_usd, dialect)
+        return gpu_hour_key(dialect, version)
     if sort == "price":
         return _sortable(OBS.c.hourly_usd, dialect)
     if sort == "gpu_count":
@@ -302,8 +326,12 @@ def apply_filters(
     compliance: ComplianceSets | None = None,
     *,
     skip: str | None = None,
+    version: int | None = None,
 ) -> Select[Any]:
-    """Add every set filter (except ``skip``, used to explain exclusions) to ``stmt``."""
+    """Add every set filter (except ``skip``, used to explain exclusions) to ``stmt``.
+
+    ``version`` says which read ``stmt`` is (None = current), for the price filter.
+    """
 
     def on(name: str) -> bool:
         return name != skip
@@ -343,8 +371,8 @@ def apply_filters(
     if filters.bare_metal is not None and on("bare_metal"):
         stmt = stmt.where(OFFER.c.bare_metal.is_(filters.bare_metal))
     if filters.max_price_per_gpu_hour is not None and on("max_price_per_gpu_hour"):
-        price = _sortable(OBS.c.gpu_hour_usd, dialect)
-        stmt = stmt.where(price <= _number(filters.max_price_per_gpu_hour, dialect))
+        price = gpu_hour_key(dialect, version)
+        stmt = stmt.where(price <= price_key_bound(filters.max_price_per_gpu_hour))
     if filters.provider_hq_not_in and on("provider_hq_not_in"):
         excluded = [c.upper() for c in filters.provider_hq_not_in]
         domestic = select(PROVIDER.c.slug).where(PROVIDER.c.hq_country.in_(excluded))
@@ -387,7 +415,7 @@ def base_query(
             .select_from(OFFER)
             .join(OBS, and_(OBS.c.offer_id == OFFER.c.id, visible_at(OBS, version)))
         )
-    stmt = apply_filters(stmt, filters, dialect, compliance, skip=skip)
+    stmt = apply_filters(stmt, filters, dialect, compliance, skip=skip, version=version)
     if not filters.include_peers:
         stmt = stmt.where(or_(~OFFER.c.source.contains(":"), ~_first_party_covers(version)))
     return stmt
@@ -411,11 +439,16 @@ def offers_query(
     descending: bool = False,
     after: After | None = None,
 ) -> Select[Any]:
-    """The listing: nulls last, then the sort key, then offer id (a total order)."""
-    key = sort_expression(sort, dialect)
+    """The listing: nulls last, then the sort key, then offer id (a total order).
+
+    ``sort_value`` (what a cursor carries) is the integer key for ``price_per_gpu_hour``.
+    """
+    key = sort_expression(sort, dialect, version)
     stmt = base_query(
         (*OFFER_COLUMNS, key.label("sort_value")), filters, dialect, version, compliance
     )
+    if after is not None and after.value is not None and sort == "price_per_gpu_hour":
+        after = After(int(Decimal(str(after.value))), after.offer_id)
     if after is not None:
         if after.value is None:
             stmt = stmt.where(key.is_(None), OFFER.c.id > after.offer_id)
@@ -848,7 +881,7 @@ def eligible_providers(
 ) -> list[dict[str, Any]]:
     """One row per provider with a matching offer: its cheapest one and the count."""
     dialect = conn.dialect.name
-    price = _sortable(OBS.c.gpu_hour_usd, dialect)
+    price = gpu_hour_key(dialect, version)
     ranked = base_query(
         (
             *OFFER_COLUMNS,

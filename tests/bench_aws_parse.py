@@ -139,28 +139,46 @@ def write_synthetic_offer(path: Path, size_mb: int = 100, gpu_every: int = 250) 
 _CHILD_PARSE = """
 import json, resource, sys, time
 from pathlib import Path
+def hwm():
+    # VmHWM belongs to this exec'd image; ru_maxrss is inherited from the parent on Linux
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 from crawlers.base import Context, Request, Response
 from crawlers.providers.aws import AwsPriceList
 path = Path(sys.argv[1])
-baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+baseline = hwm()
 started = time.perf_counter()
 request = Request("file://" + str(path), stream_to_file=True, meta={"kind": "offer"})
 response = Response(request.url, 200, b"", {}, request, path=path)
 records = sum(1 for _ in AwsPriceList().parse(response, Context(base_url="http://x")))
 seconds = time.perf_counter() - started
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = hwm()
 print(json.dumps({"records": records, "seconds": seconds, "peak_mb": peak / 1024,
                   "baseline_mb": baseline / 1024}))
 """
 _CHILD_JSON = """
 import json, resource, sys, time
 from pathlib import Path
+def hwm():
+    # VmHWM belongs to this exec'd image; ru_maxrss is inherited from the parent on Linux
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 data = Path(sys.argv[1]).read_bytes()
-baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+baseline = hwm()
 started = time.perf_counter()
 parsed = json.loads(data)
 seconds = time.perf_counter() - started
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = hwm()
 print(json.dumps({"records": len(parsed["products"]), "seconds": seconds,
                   "peak_mb": peak / 1024, "baseline_mb": baseline / 1024}))
 """

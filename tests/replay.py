@@ -73,7 +73,13 @@ class ReplayServer:
                     return
                 self.wfile.write(reply.body)
 
-            do_GET = do_POST = do_HEAD = _serve  # noqa: N815
+            def _serve_quietly(self) -> None:
+                try:
+                    self._serve()
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True  # the client gave up (caps, timeouts): fine
+
+            do_GET = do_POST = do_HEAD = _serve_quietly  # noqa: N815
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
