@@ -392,9 +392,23 @@ def unmapped(
 @handle_errors
 def seed(fmt: FormatOpt = Format.table) -> None:
     """Load reference data and replay every source's bundled fixtures into the catalog."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
     from service.seed import seed_catalog
 
-    reports = seed_catalog(engine(), settings())
+    with Progress(
+        TextColumn("seeding {task.description:<26}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=err,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("", total=None)
+
+        def on_source(name: str, done: int, total: int) -> None:
+            progress.update(task, description=name, completed=done, total=total)
+
+        reports = seed_catalog(engine(), settings(), on_source)
     rows = [
         {"source": r.source, "status": r.label, "version": r.catalog_version, **r.counts}
         for r in reports
@@ -465,9 +479,23 @@ from service.cli_query import register as register_query  # noqa: E402
 register_query(app)
 
 
-def run() -> None:  # pragma: no cover
-    app()
+_CLICK_ERROR: type[Exception] = typer.BadParameter.__mro__[2]  # the ClickException base
+
+
+def run() -> None:
+    """The console script: like ``app()``, but a usage error is one line (exit 2)."""
+    try:
+        app(standalone_mode=False)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err.print("aborted")
+        sys.exit(EXIT_ERROR)
+    except _CLICK_ERROR as exc:
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        err.print(f"[red]usage error:[/red] {message}", markup=True, highlight=False)
+        sys.exit(getattr(exc, "exit_code", EXIT_USAGE))
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(app())
+    run()

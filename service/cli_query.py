@@ -27,7 +27,7 @@ import typer
 from service.output import Format, emit, text
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
+    from sqlalchemy import Connection, Engine
 
     from service.api.params import Listing
 
@@ -303,7 +303,7 @@ def render_chart(
     width = max(len(high), len(low))
     out = [f"{unit}{note}"]
     for index, row in enumerate(rows):
-        label = high if index == 0 else low if index == len(rows) - 1 else ""
+        label = low if index == len(rows) - 1 else high if index == 0 and high != low else ""
         out.append(f"{label:>{width}} ┤{row}")
     out.append(" " * width + " └" + "─" * len(values))
     gap = max(1, len(values) - len(first) - len(last) + 2)
@@ -453,7 +453,9 @@ def register(app: typer.Typer) -> None:
         if listing.as_of:
             title += f" at catalog version {listing.version}"
         emit(display_rows, fmt, title=title)
-        if len(rows) == limit:
+        if not rows:
+            err.print("no offers match these filters", highlight=False)
+        elif len(rows) == limit:
             err.print(f"first {limit} offers shown; --limit N shows more", highlight=False)
 
     @app.command()
@@ -554,6 +556,7 @@ def register(app: typer.Typer) -> None:
         """An offer's price history, oldest first, with provenance, and a chart under it."""
         from schema.types import utcnow
         from service.queries import NotFound, history_buckets, offer_history
+        from service.queries import Resolution as BucketSize
 
         with engine().connect() as conn:
             try:
@@ -576,7 +579,8 @@ def register(app: typer.Typer) -> None:
             price = "amount"
             when = "valid_from"
         else:
-            rows = history_buckets(rows, resolution.value, None, utcnow())
+            bucket: BucketSize = "week" if resolution is Resolution.week else "day"
+            rows = history_buckets(rows, bucket, None, utcnow())
             columns = [
                 "start",
                 "currency",
@@ -730,22 +734,59 @@ def _export_format(output: Path, usage: type[Exception]) -> ExportFormat:
     raise usage("--format: csv, jsonl or parquet (or name -o FILE with that suffix)")
 
 
-def _export(eng: Any, listing: Listing, fmt: ExportFormat, output: Path, console: Any) -> int:
-    """Stream the offers into ``output`` through the API's own writers; a temp file until done.
+def _counted(batches: Iterator[Any], seen: Callable[[int], None]) -> Iterator[Any]:
+    """Pass batches through, reporting each row as the writer consumes it."""
+    for batch in batches:
+        if isinstance(batch, list):  # the Parquet writer reads a batch once per column
+            yield batch
+            seen(len(batch))
+        else:
+            yield _each(batch, seen)
 
-    Progress (a bar over the matching offer count) goes to ``console`` (stderr).
-    """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+def _each(rows: Iterator[Any], seen: Callable[[int], None]) -> Iterator[Any]:
+    for row in rows:
+        yield row
+        seen(1)
+
+
+def export_chunks(
+    eng: Engine, listing: Listing, fmt: ExportFormat, seen: Callable[[int], None]
+) -> Iterator[bytes]:
+    """The bytes ``GET /v1/export`` streams for this listing, built by the API's own writers."""
+    from service.api.routes import export as api
+
+    filters, compliance, version = listing.filters, listing.compliance, listing.pinned_version
+    if fmt is ExportFormat.parquet:
+        return api._parquet(_counted(api._rows(eng, filters, compliance, version), seen))
+    jsonl = fmt is ExportFormat.jsonl
+    batches = _counted(api._raw(eng, filters, compliance, version, jsonl=jsonl), seen)
+    return api._jsonl(batches) if jsonl else api._csv(batches)
+
+
+def _matching(eng: Engine, listing: Listing) -> int:
     from sqlalchemy import func, select
 
-    from service.api.routes import export as api_export
-    from service.queries import OFFER, base_query, stream_offers
+    from service.queries import OFFER, base_query
 
-    writers = {
-        ExportFormat.csv: api_export._csv,
-        ExportFormat.jsonl: api_export._jsonl,
-        ExportFormat.parquet: api_export._parquet,
-    }
+    with eng.connect() as conn:
+        ids = base_query(
+            (OFFER.c.id,),
+            listing.filters,
+            conn.dialect.name,
+            listing.pinned_version,
+            listing.compliance,
+        ).subquery()
+        return int(conn.execute(select(func.count()).select_from(ids)).scalar() or 0)
+
+
+def _export(eng: Engine, listing: Listing, fmt: ExportFormat, output: Path, console: Any) -> int:
+    """Stream the offers into ``output`` (a hidden temp file until complete, then renamed).
+
+    A bar over the matching offer count goes to ``console`` (stderr).
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     partial = output.with_name(f".{output.name}.partial")
     written = 0
     progress = Progress(
@@ -756,36 +797,20 @@ def _export(eng: Any, listing: Listing, fmt: ExportFormat, output: Path, console
         console=console,
         transient=False,
     )
-    with eng.connect() as conn:
-        if conn.dialect.name == "postgresql":  # one snapshot for the count and the rows
-            conn = conn.execution_options(isolation_level="REPEATABLE READ")
-        counted = base_query(
-            (OFFER.c.id,),
-            listing.filters,
-            conn.dialect.name,
-            listing.pinned_version,
-            listing.compliance,
-        ).subquery()
-        total = int(conn.execute(select(func.count()).select_from(counted)).scalar() or 0)
-        try:
-            with progress, partial.open("wb") as handle:
-                task = progress.add_task("offers", total=total)
+    task = progress.add_task("offers", total=_matching(eng, listing))
 
-                def batches() -> Iterator[list[dict[str, Any]]]:
-                    nonlocal written
-                    for batch in stream_offers(
-                        conn,
-                        listing.filters,
-                        version=listing.pinned_version,
-                        compliance=listing.compliance,
-                    ):
-                        yield batch
-                        written += len(batch)
-                        progress.update(task, completed=written)
+    def seen(rows: int) -> None:
+        nonlocal written
+        written += rows
+        if written % 1000 < rows:
+            progress.update(task, completed=written)
 
-                for chunk in writers[fmt](batches()):
-                    handle.write(chunk)
-            os.replace(partial, output)
-        finally:
-            partial.unlink(missing_ok=True)
+    try:
+        with progress, partial.open("wb") as handle:
+            for chunk in export_chunks(eng, listing, fmt, seen):
+                handle.write(chunk)
+            progress.update(task, completed=written, total=max(written, 1))
+        os.replace(partial, output)
+    finally:
+        partial.unlink(missing_ok=True)
     return written

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import ROUND_FLOOR, Decimal
+from functools import partial
 from typing import Any, Literal
 
 from sqlalchemy import (
@@ -37,10 +38,11 @@ from sqlalchemy import (
     func,
     or_,
     select,
+    type_coerce,
     union,
 )
 from sqlalchemy.sql.elements import ColumnElement
-from sqlalchemy.types import BigInteger, Float, Integer, Numeric
+from sqlalchemy.types import BigInteger, Float, Integer, Numeric, String
 
 from schema.catalog import GpuModel, Provider, Region
 from schema.compliance import Certification, GpuClassification
@@ -273,7 +275,7 @@ def gpu_hour_key(dialect: str, version: int | None = None) -> Any:
         return OFFER.c.gpu_hour_usd_e10
     if dialect == "sqlite":
         return cast(func.round(cast(OBS.c.gpu_hour_usd, Float) * 10_000_000_000), Integer)
-    return cast(OBS.c.gpu_hour_usd * 10_000_000_000, BigInteger)
+    return cast(cast(OBS.c.gpu_hour_usd, Numeric) * 10_000_000_000, BigInteger)
 
 
 def price_key_bound(value: Decimal) -> int:
@@ -438,10 +440,13 @@ def offers_query(
     sort: str = "price_per_gpu_hour",
     descending: bool = False,
     after: After | None = None,
+    nulls: bool | None = None,
 ) -> Select[Any]:
     """The listing: nulls last, then the sort key, then offer id (a total order).
 
     ``sort_value`` (what a cursor carries) is the integer key for ``price_per_gpu_hour``.
+    ``nulls`` False / True: only the offers whose sort key is set / null, ordered so an
+    index on (…, key, id) serves the order (no leading ``key IS NULL`` term).
     """
     key = sort_expression(sort, dialect, version)
     stmt = base_query(
@@ -449,6 +454,19 @@ def offers_query(
     )
     if after is not None and after.value is not None and sort == "price_per_gpu_hour":
         after = After(int(Decimal(str(after.value))), after.offer_id)
+    if nulls is not None:
+        stmt = stmt.where(key.is_(None) if nulls else key.is_not(None))
+    if after is not None and nulls is not None:
+        if after.value is None:
+            stmt = stmt.where(OFFER.c.id > after.offer_id)
+        elif not nulls:
+            beyond = key < after.value if descending else key > after.value
+            stmt = stmt.where(or_(beyond, and_(key == after.value, OFFER.c.id > after.offer_id)))
+        after = None
+    if nulls:
+        return stmt.order_by(OFFER.c.id)
+    if nulls is False:
+        return stmt.order_by(key.desc() if descending else key, OFFER.c.id)
     if after is not None:
         if after.value is None:
             stmt = stmt.where(key.is_(None), OFFER.c.id > after.offer_id)
@@ -476,7 +494,14 @@ def list_offers(
     descending: bool = False,
     after: After | None = None,
 ) -> list[dict[str, Any]]:
-    stmt = offers_query(
+    """A page of the listing (see :func:`offers_query` for the order).
+
+    The current listing by price per GPU-hour (the default) reads in two index-ordered
+    statements, offers with a price first, then (if the page is not full) those without,
+    in one transaction, so one snapshot.
+    """
+    query = partial(
+        offers_query,
         filters,
         conn.dialect.name,
         version=version,
@@ -485,7 +510,16 @@ def list_offers(
         descending=descending,
         after=after,
     )
-    stmt = stmt.limit(limit)
+    if sort == "price_per_gpu_hour" and version is None and not offset:
+        rows: list[dict[str, Any]] = []
+        if after is None or after.value is not None:
+            stmt = query(nulls=False).limit(limit)
+            rows = [dict(row) for row in conn.execute(stmt).mappings()]
+        if len(rows) < limit:
+            stmt = query(nulls=True).limit(limit - len(rows))
+            rows += [dict(row) for row in conn.execute(stmt).mappings()]
+        return rows
+    stmt = query().limit(limit)
     if offset:
         stmt = stmt.offset(offset)
     return [dict(row) for row in conn.execute(stmt).mappings()]
@@ -505,6 +539,37 @@ def stream_offers(
     result = conn.execution_options(stream_results=True, yield_per=batch).execute(stmt)
     for part in result.mappings().partitions(batch):
         yield [dict(r) for r in part]
+
+
+def stream_raw_offers(
+    conn: Connection,
+    columns: Sequence[Any],
+    filters: OfferFilters,
+    *,
+    version: int | None = None,
+    compliance: ComplianceSets | None = None,
+    batch: int = 5000,
+) -> Iterator[Sequence[Sequence[Any]]]:
+    """Every matching offer in id order as the driver's own values, in batches (for exports).
+
+    One statement, so one snapshot. No type processing: on SQLite decimals arrive as their
+    canonical text, timestamps as naive UTC text and booleans as 0/1; on PostgreSQL as
+    ``Decimal`` (padded to 10 places), aware ``datetime`` and ``bool``. SQLite rows come
+    straight from the DBAPI cursor (``fetchmany``); PostgreSQL uses a server-side cursor.
+    """
+    raw = [type_coerce(c, String()).label(c.name) for c in columns]
+    stmt = base_query(raw, filters, conn.dialect.name, version, compliance).order_by(OFFER.c.id)
+    if conn.dialect.name == "sqlite":
+        result = conn.execute(stmt)  # unbuffered: the DBAPI cursor still holds every row
+        try:
+            cursor = result.cursor
+            while part := cursor.fetchmany(batch):
+                yield part
+        finally:
+            result.close()
+        return
+    streamed = conn.execution_options(stream_results=True, yield_per=batch).execute(stmt)
+    yield from streamed.partitions(batch)
 
 
 # --- context for a page of offers ---------------------------------------------------------

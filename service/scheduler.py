@@ -60,16 +60,19 @@ def source_schedules(settings: Settings) -> dict[str, int]:
 def build_scheduler(
     engine: Engine, settings: Settings, run: Callable[[str], Any] | None = None
 ) -> BackgroundScheduler:
-    from service.crawl import crawl_source
+    from service.crawl_child import run_crawl_in_child
 
     def crawl(name: str) -> None:
+        """One scheduled crawl, in a child process with a timeout (``crawl_timeout_seconds``):
+        a crash or hang is written on its crawl run and never reaches the scheduler."""
         try:
-            report = (run or (lambda n: crawl_source(engine, settings, n, trigger="scheduler")))(
-                name
-            )
+            if run is not None:
+                report = run(name)
+            else:
+                report = run_crawl_in_child(engine, settings, name, trigger="scheduler")
             log.info("scheduled crawl %s: %s", name, getattr(report, "label", report))
-        except Exception:  # a crash of one crawl never stops the scheduler
-            log.exception("scheduled crawl %s crashed", name)
+        except Exception:  # e.g. the database is down: the next run tries again
+            log.exception("scheduled crawl %s could not run", name)
 
     scheduler = BackgroundScheduler(timezone="UTC")
     with engine.connect() as conn:

@@ -7,6 +7,7 @@ any ``fixtures/snapshot/<source>.jsonl`` file is ingested as a crawl of ``<sourc
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from sqlalchemy import Engine
@@ -38,15 +39,22 @@ def seed_files(source_cls: type, fixtures_dir: Path = FIXTURES_DIR) -> list[Path
     )
 
 
-def seed_catalog(engine: Engine, settings: Settings) -> list[CrawlReport]:
+def seed_catalog(
+    engine: Engine,
+    settings: Settings,
+    on_source: Callable[[str, int, int], None] | None = None,
+) -> list[CrawlReport]:
+    """Seed everything; ``on_source(name, done, total)`` reports progress."""
     load_reference(engine, REFERENCE_DIR)
     reports: list[CrawlReport] = []
     sources = all_sources()
     ordered = sorted(sources, key=lambda n: (getattr(sources[n], "kind", "") != "fx", n))
-    for name in ordered:
-        files = seed_files(sources[name])
-        if files:
-            reports.append(crawl_source(engine, settings, name, from_files=files, trigger="seed"))
+    planned = [(name, seed_files(sources[name])) for name in ordered]
+    planned = [(name, files) for name, files in planned if files]
+    for done, (name, files) in enumerate(planned):
+        if on_source:
+            on_source(name, done, len(planned))
+        reports.append(crawl_source(engine, settings, name, from_files=files, trigger="seed"))
     snapshot = FIXTURES_DIR / "snapshot"
     if snapshot.is_dir():
         for path in sorted(snapshot.glob("*.jsonl")):

@@ -68,8 +68,10 @@ def build(url: str) -> int:
     start = utcnow() - timedelta(days=365)
     began = time.perf_counter()
     countries = ("DE", "FR", "US", "NL", "JP")
-    records = [
-        r.model_copy(update={"country": countries[i % 5]}) for i, r in enumerate(synthetic(N))
+    counts = tuple(Decimal(c) for c in (1, 2, 4, 8))
+    records = [  # countries and GPU counts independent of the GPU (synthetic ties count to GPU)
+        r.model_copy(update={"country": countries[i % 5], "gpu_count": counts[(i // 8) % 4]})
+        for i, r in enumerate(synthetic(N))
     ]
     ingest(engine, settings, CrawlResult(source="bench", records=records), now=start)
     for r in range(1, ROUNDS + 1):

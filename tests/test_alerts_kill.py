@@ -76,6 +76,7 @@ class Receiver:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out in two writes
 
             def log_message(self, *args: object) -> None:
                 return
@@ -113,8 +114,7 @@ class Receiver:
 
     @property
     def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
     def keys(self) -> Counter[str]:
         with self._lock:

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from service.api import metrics, problems
-from service.api.routes import catalog, compare, export, health, offers, reference
+from service.api.routes import catalog, compare, export, health, offers, reference, sources_run
 from service.api.routes import compliance as compliance_routes
 from service.api.routes import feeds as feed_routes
 from service.api.routes import quality as quality_routes
@@ -53,6 +53,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(offers.router)
     app.include_router(compare.router)
     app.include_router(catalog.router)
+    app.include_router(sources_run.router)
     app.include_router(subscription_routes.router)
     app.include_router(feed_routes.router)
     app.include_router(reference.router)

@@ -1,0 +1,204 @@
+"""Run one crawl in a child process with a timeout, so a crash or hang never spreads.
+
+The parent (:func:`run_crawl_in_child`, used by the scheduler and ``POST
+/v1/sources/{name}/run``) creates the crawl run first, then starts
+``python -m service.crawl_child RUN_ID`` in its own process group and hands it the
+settings on stdin (credentials never appear on a command line). The child crawls into
+that run and exits 0 whatever the crawl's outcome. When the child dies instead, or
+outlives ``settings.crawl_timeout_seconds``, the parent kills its whole process group
+(Scrapy's grandchild too) and writes ``failed: crashed`` or ``failed: timeout`` on the
+run, unless the child already closed it. Either way the caller carries on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import traceback
+from dataclasses import dataclass
+
+from sqlalchemy import Engine, select, update
+
+from crawlers.base import SourceError
+from crawlers.http import CrawlOutput
+from crawlers.registry import get_source
+from schema.crawl import CrawlRun
+from schema.enums import CrawlStatus
+from schema.types import utcnow
+from service.config import PROJECT_ROOT, Settings
+from service.db import writer
+from service.ingest import finish_crawl_run, start_crawl_run
+
+RUN = CrawlRun.__table__  # type: ignore[attr-defined]
+STDERR_TAIL = 3000
+log = logging.getLogger("gpuatlas.crawl")
+
+
+@dataclass
+class ChildOutcome:
+    source: str
+    crawl_run_id: int
+    status: str
+    reason: str | None
+    exit_code: int | None
+    seconds: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.status}: {self.reason}" if self.reason else self.status
+
+
+def start_run(engine: Engine, name: str, trigger: str) -> int:
+    """Create the crawl run a child will fill (the parent can always close it)."""
+    source_cls = get_source(name)
+    return start_crawl_run(
+        engine, name, trigger=trigger, parser_version=getattr(source_cls, "parser_version", None)
+    )
+
+
+def run_crawl_in_child(
+    engine: Engine,
+    settings: Settings,
+    name: str,
+    *,
+    trigger: str = "scheduler",
+    run_id: int | None = None,
+    timeout: float | None = None,
+) -> ChildOutcome:
+    """Crawl ``name`` in a child process; returns once the run has a final status."""
+    import time
+
+    started = time.monotonic()
+    if run_id is None:
+        run_id = start_run(engine, name, trigger)
+    limit = settings.crawl_timeout_seconds if timeout is None else timeout
+    path = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)
+    child = subprocess.Popen(  # noqa: S603 (our own module, fixed arguments)
+        [sys.executable, "-m", "service.crawl_child", str(run_id), name, trigger],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": path},
+        start_new_session=True,  # its own process group: a timeout kills grandchildren too
+    )
+    reason: str | None = None
+    error: str | None = None
+    try:
+        _, stderr = child.communicate(settings.model_dump_json().encode(), timeout=limit)
+    except subprocess.TimeoutExpired:
+        _kill_group(child)
+        _, stderr = child.communicate()
+        reason, error = "timeout", f"no result after {limit:g} s: child process killed"
+    except BaseException:  # the parent itself is being stopped: take the child along
+        _kill_group(child)
+        child.wait()
+        _close(engine, run_id, "interrupted", "the parent process stopped during the crawl")
+        raise
+    code = child.returncode
+    if reason is None and code != 0:
+        how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+        reason, error = "crashed", f"child process {how}"
+    if reason is not None:
+        tail = (stderr or b"").decode("utf-8", "replace")[-STDERR_TAIL:]
+        _close(engine, run_id, reason, f"{error}\n{tail}".strip())
+    elif _status(engine, run_id)[0] == CrawlStatus.running.value:  # exit 0 but never closed
+        _close(engine, run_id, "crashed", "child process exited without closing its run")
+    status, final_reason = _status(engine, run_id)
+    outcome = ChildOutcome(name, run_id, status, final_reason, code, time.monotonic() - started)
+    log.info("crawl %s (run %s): %s", name, run_id, outcome.label)
+    return outcome
+
+
+def _kill_group(child: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):  # already gone
+        os.killpg(child.pid, signal.SIGKILL)
+
+
+def _close(engine: Engine, run_id: int, reason: str, error: str) -> None:
+    """Mark a still-running run failed (a run the child closed keeps its own status)."""
+    with writer(engine).begin() as conn:
+        conn.execute(
+            update(RUN)
+            .where(RUN.c.id == run_id, RUN.c.status == CrawlStatus.running.value)
+            .values(
+                status=CrawlStatus.failed.value,
+                reason=reason,
+                error=error[-4000:],
+                finished_at=utcnow(),
+            )
+        )
+
+
+def _status(engine: Engine, run_id: int) -> tuple[str, str | None]:
+    with engine.connect() as conn:
+        row = conn.execute(select(RUN.c.status, RUN.c.reason).where(RUN.c.id == run_id)).one()
+    return str(row.status), row.reason
+
+
+def crawl_into_run(engine: Engine, settings: Settings, name: str, run_id: int, trigger: str) -> str:
+    """What the child does: :func:`service.crawl.crawl_source`, into an existing run."""
+    from service import crawl
+
+    source_cls = get_source(name)
+    credential = getattr(source_cls, "credential", None)
+    if credential and settings.credential(credential) is None:
+        finish_crawl_run(
+            engine,
+            run_id,
+            CrawlStatus.skipped,
+            "no credential",
+            error=f"set GPUATLAS_{credential.upper()} to crawl {name}",
+        )
+        return "skipped: no credential"
+    report = crawl.CrawlReport(source=name, status=CrawlStatus.running, crawl_run_id=run_id)
+    output: CrawlOutput | None = None
+    try:
+        output = crawl.fetch_source(source_cls, settings)
+        if getattr(source_cls, "kind", None) == "fx":
+            crawl._store_fx(engine, False, source_cls, output, report, run_id)
+        else:
+            crawl._ingest_output(
+                engine, settings, False, source_cls, output, report, run_id, trigger
+            )
+    except SourceError as exc:
+        report.status, report.reason = CrawlStatus.failed, exc.reason
+        output = output or getattr(exc, "output", None)
+        finish_crawl_run(
+            engine,
+            run_id,
+            CrawlStatus.failed,
+            exc.reason,
+            error=str(exc),
+            log=getattr(exc, "log", None),
+            payloads=crawl._payloads(output) if output else (),
+            source_urls=output.source_urls if output else (),
+        )
+    except Exception as exc:
+        report.status, report.reason = CrawlStatus.failed, f"internal error: {type(exc).__name__}"
+        finish_crawl_run(
+            engine, run_id, CrawlStatus.failed, report.reason, error=traceback.format_exc()[-4000:]
+        )
+    finally:
+        crawl._cleanup(output)
+    return report.label
+
+
+def main(argv: list[str]) -> int:
+    from service.db import make_engine
+
+    run_id, name, trigger = int(argv[0]), argv[1], argv[2]
+    settings = Settings.model_validate_json(sys.stdin.buffer.read())
+    engine = make_engine(settings.database_url)
+    try:
+        print(crawl_into_run(engine, settings, name, run_id, trigger), flush=True)
+    finally:
+        engine.dispose()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,245 @@
+"""Alert benchmark: 10,000 subscriptions, an ingest changing 5 % of 200,000 offers.
+
+Measured in one run, on SQLite (and PostgreSQL when ``GPUATLAS_TEST_POSTGRES_URL`` is
+set, as ``make bench`` does):
+
+- the ``enqueue_for_diff`` call inside the ingest (match + write the outbox), timed
+  directly, and the same 5 %-changed ingest with the subscriptions deleted and live
+  (the difference is what alerts cost the ingest);
+- events created;
+- delivery throughput (events/s) of ``run_dispatcher_once`` to a local receiver on
+  loopback, for a bounded number of events.
+
+Scale: ``GPUATLAS_BENCH_ALERT_OFFERS`` (200000), ``GPUATLAS_BENCH_ALERT_SUBS`` (10000),
+``GPUATLAS_BENCH_ALERT_DELIVER`` (5000 events delivered at most),
+``GPUATLAS_BENCH_ALERT_BACKENDS`` (``sqlite,postgres``).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, func, insert, select, update
+
+import service.alerts.outbox as outbox
+import service.ingest as ingest_module
+from schema.alerts import AlertEvent, Subscription
+from schema.records import OfferRecord
+from schema.types import utcnow
+from service.alerts.dispatch import run_dispatcher_once
+from service.alerts.keys import create_api_key
+from service.config import REFERENCE_DIR, Settings
+from service.db import make_engine, writer
+from service.ingest import CrawlResult, ingest
+from service.migrate import upgrade
+from service.reference import load_reference
+from tests.bench_ingest import synthetic
+from tests.test_alerts_kill import Receiver
+
+OFFERS = int(os.environ.get("GPUATLAS_BENCH_ALERT_OFFERS", "200000"))
+SUBS = int(os.environ.get("GPUATLAS_BENCH_ALERT_SUBS", "10000"))
+DELIVER = int(os.environ.get("GPUATLAS_BENCH_ALERT_DELIVER", "5000"))
+BACKENDS = os.environ.get("GPUATLAS_BENCH_ALERT_BACKENDS", "sqlite,postgres").split(",")
+SUBSCRIPTION = Subscription.__table__  # type: ignore[attr-defined]
+EVENT = AlertEvent.__table__  # type: ignore[attr-defined]
+FAMILIES = ["h100", "a100", "l40s", "h200", "mi300x", "t4", "l4", "b200"]  # bench_ingest's GPUs
+KINDS = ["on_demand", "spot", "reserved_1y"]
+
+
+def changed(base: list[OfferRecord]) -> list[OfferRecord]:
+    """Every 20th offer repriced: alternately 15 % cheaper and 12 % dearer."""
+    out = list(base)
+    for n, i in enumerate(range(0, len(base), 20)):
+        factor = Decimal("0.85") if n % 2 == 0 else Decimal("1.12")
+        out[i] = base[i].model_copy(
+            update={"amount": (base[i].amount * factor).quantize(Decimal("0.01"))}
+        )
+    return out
+
+
+def subscription_rows(n: int, key_id: int, url: str) -> list[tuple[Any, ...]]:
+    """Varied filters and conditions; a few broad ones (gpu only), most fairly narrow."""
+    now = utcnow()
+    rows = []
+    for i in range(n):
+        filters: dict[str, Any] = {"gpu": FAMILIES[i % len(FAMILIES)]}
+        if i % 50:  # 98 %: one provider too; the rest watch a whole GPU family
+            filters["provider"] = f"p{(i // 8) % 40}"
+        if i % 3 == 0:
+            filters["price_kind"] = KINDS[(i // 3) % 3]
+        if i % 4 == 1:
+            filters["country"] = "DE"
+        if i % 7 == 2:
+            filters["min_gpus"] = str(1 + i % 4)
+        if i % 11 == 3:
+            filters["max_price_per_gpu_hour"] = str(5 + i % 40)
+        conditions: list[dict[str, Any]] = [
+            {"price_drop_pct": 5 + i % 3 * 5},
+            {"price_rise_pct": 10},
+            {"below_usd_per_gpu_hour": str(1 + i % 30)},
+            {"above_usd_per_gpu_hour": str(20 + i % 50)},
+            {"new_offer": True},
+            {"withdrawn": True},
+        ]
+        condition = conditions[i % len(conditions)]
+        rows.append(
+            (key_id, f"bench {i}", filters, condition, "webhook", f"{url}/s{i}", f"secret-{i}", now)
+        )
+    return rows
+
+
+def set_live(engine: Engine, live: bool) -> None:
+    with writer(engine).begin() as conn:
+        conn.execute(update(SUBSCRIPTION).values(deleted_at=None if live else utcnow()))
+
+
+class Stopwatch:
+    """Wraps ``module.name`` (a function) and adds up the seconds spent in it."""
+
+    def __init__(self, module: Any, name: str) -> None:
+        self.module, self.name = module, name
+        self.original = getattr(module, name)
+        self.seconds = 0.0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return self.original(*args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+    def __enter__(self) -> Stopwatch:
+        setattr(self.module, self.name, self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        setattr(self.module, self.name, self.original)
+
+
+class EnqueueTimer:
+    """Wraps ingest's ``enqueue_for_diff`` to time the call itself."""
+
+    def __init__(self) -> None:
+        self.original = ingest_module.enqueue_for_diff
+        self.seconds = 0.0
+        self.events = 0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> int:
+        start = time.perf_counter()
+        count = int(self.original(*args, **kwargs))
+        self.seconds += time.perf_counter() - start
+        self.events += count
+        return count
+
+    def __enter__(self) -> EnqueueTimer:
+        ingest_module.enqueue_for_diff = self  # type: ignore[assignment]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        ingest_module.enqueue_for_diff = self.original
+
+
+def run_backend(name: str, url: str) -> None:
+    upgrade(url)
+    engine = make_engine(url)
+    settings = Settings(  # type: ignore[call-arg]
+        database_url=url,
+        environment="test",
+        _env_file=None,
+        allow_private_webhooks=True,
+        webhook_timeout_seconds=10.0,
+    )
+    load_reference(engine, REFERENCE_DIR)
+    base = synthetic(OFFERS)
+    moved = changed(base)
+    start = time.perf_counter()
+    ingest(engine, settings, CrawlResult("bench", base))
+    print(f"[{name}] first ingest of {OFFERS:,} offers: {time.perf_counter() - start:.2f} s")
+    with Receiver() as receiver:
+        key_id = create_api_key(engine, "bench").id
+        rows = subscription_rows(SUBS, key_id, receiver.url)
+        columns = ("api_key_id", "name", "filters", "condition", "channel", "url", "secret")
+        with writer(engine).begin() as conn:
+            conn.execute(
+                insert(SUBSCRIPTION),
+                [dict(zip((*columns, "created_at"), row, strict=True)) for row in rows],
+            )
+        set_live(engine, False)
+        start = time.perf_counter()
+        with EnqueueTimer() as idle:
+            ingest(engine, settings, CrawlResult("bench", moved))
+        without = time.perf_counter() - start
+        ingest(engine, settings, CrawlResult("bench", base))  # back, still without alerts
+        set_live(engine, True)
+        start = time.perf_counter()
+        with (
+            EnqueueTimer() as timer,
+            Stopwatch(outbox, "load_index") as loading,
+            Stopwatch(outbox, "bulk_insert") as writing,
+        ):
+            ingest(engine, settings, CrawlResult("bench", moved))
+        with_subs = time.perf_counter() - start
+        with engine.connect() as conn:
+            created = int(conn.execute(select(func.count()).select_from(EVENT)).scalar() or 0)
+        changes = len(range(0, OFFERS, 20))
+        print(
+            f"[{name}] {changes:,} offers changed, {SUBS:,} live subscriptions: "
+            f"{created:,} events created ({timer.events:,} by the timed call)"
+        )
+        matching = timer.seconds - loading.seconds - writing.seconds
+        print(
+            f"[{name}] enqueue_for_diff (match + enqueue): {timer.seconds:.3f} s = load and "
+            f"compile subscriptions {loading.seconds:.3f} s + match and build events "
+            f"{matching:.3f} s + insert events {writing.seconds:.3f} s"
+        )
+        print(
+            f"[{name}] 5 %-changed ingest: {without:.2f} s without subscriptions "
+            f"(enqueue {idle.seconds * 1000:.1f} ms), {with_subs:.2f} s with them, "
+            f"difference {with_subs - without:+.2f} s"
+        )
+        bounded = min(DELIVER, created)
+        delivered = 0
+        start = time.perf_counter()
+        while delivered < bounded:
+            report = run_dispatcher_once(engine, settings)
+            if report.claimed == 0:
+                break
+            delivered += report.delivered
+        seconds = time.perf_counter() - start
+        rate = delivered / seconds if seconds else 0.0
+        print(
+            f"[{name}] delivery: {delivered:,} events in {seconds:.2f} s = {rate:,.0f} events/s "
+            f"(batch {settings.dispatcher_batch_size}, concurrency "
+            f"{settings.webhook_concurrency}, receiver saw {len(receiver.posts):,})"
+        )
+    engine.dispose()
+
+
+def main() -> None:
+    print(
+        f"{SUBS:,} subscriptions, {OFFERS:,} offers, 5 % changed; delivery bounded to "
+        f"{DELIVER:,} events"
+    )
+    if "sqlite" in BACKENDS:
+        with tempfile.TemporaryDirectory() as tmp:
+            run_backend("sqlite", f"sqlite:///{Path(tmp) / 'bench_alerts.db'}")
+    pg = os.environ.get("GPUATLAS_TEST_POSTGRES_URL")
+    if "postgres" in BACKENDS and pg:
+        from service.db import normalize_url
+        from tests.conftest import create_pg_database, drop_pg_database
+
+        admin = normalize_url(pg)
+        url = create_pg_database(admin)
+        try:
+            run_backend("postgres", url)
+        finally:
+            drop_pg_database(admin, url)
+
+
+if __name__ == "__main__":
+    main()
