@@ -158,8 +158,13 @@ def crawl_source(
     trigger: str = "cli",
     on_page: Callable[[int, int], None] | None = None,
     transport: Any = None,
+    crawl_run_id: int | None = None,
 ) -> CrawlReport:
-    """Crawl one source. With ``dry_run`` nothing touches the database (engine may be None)."""
+    """Crawl one source. With ``dry_run`` nothing touches the database (engine may be None).
+
+    ``crawl_run_id`` continues a run the caller already created (scheduled crawls create
+    it in the parent process so a crash of the crawl's own process can still be recorded).
+    """
     started = time.monotonic()
     source_cls = get_source(name)
     report = CrawlReport(source=name, status=CrawlStatus.running)
@@ -168,7 +173,7 @@ def crawl_source(
     if credential and not from_files and settings.credential(credential) is None:
         report.status, report.reason = CrawlStatus.skipped, "no credential"
         if engine is not None and not dry_run:
-            skipped_id = start_crawl_run(
+            skipped_id = crawl_run_id or start_crawl_run(
                 engine, name, trigger=trigger, parser_version=parser_version
             )
             finish_crawl_run(
@@ -182,7 +187,9 @@ def crawl_source(
         return report
     run_id: int | None = None
     if engine is not None and not dry_run:
-        run_id = start_crawl_run(engine, name, trigger=trigger, parser_version=parser_version)
+        run_id = crawl_run_id or start_crawl_run(
+            engine, name, trigger=trigger, parser_version=parser_version
+        )
         report.crawl_run_id = run_id
     output: CrawlOutput | None = None
     try:

@@ -18,20 +18,18 @@ import os
 import signal
 import subprocess
 import sys
-import traceback
 from dataclasses import dataclass
 
 from sqlalchemy import Engine, select, update
 
-from crawlers.base import SourceError
-from crawlers.http import CrawlOutput
 from crawlers.registry import get_source
 from schema.crawl import CrawlRun
 from schema.enums import CrawlStatus
 from schema.types import utcnow
 from service.config import PROJECT_ROOT, Settings
+from service.crawl import crawl_source
 from service.db import writer
-from service.ingest import finish_crawl_run, start_crawl_run
+from service.ingest import start_crawl_run
 
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]
 STDERR_TAIL = 3000
@@ -141,50 +139,10 @@ def _status(engine: Engine, run_id: int) -> tuple[str, str | None]:
 
 def crawl_into_run(engine: Engine, settings: Settings, name: str, run_id: int, trigger: str) -> str:
     """What the child does: :func:`service.crawl.crawl_source`, into an existing run."""
-    from service import crawl
-
-    source_cls = get_source(name)
-    credential = getattr(source_cls, "credential", None)
-    if credential and settings.credential(credential) is None:
-        finish_crawl_run(
-            engine,
-            run_id,
-            CrawlStatus.skipped,
-            "no credential",
-            error=f"set GPUATLAS_{credential.upper()} to crawl {name}",
-        )
-        return "skipped: no credential"
-    report = crawl.CrawlReport(source=name, status=CrawlStatus.running, crawl_run_id=run_id)
-    output: CrawlOutput | None = None
     try:
-        output = crawl.fetch_source(source_cls, settings)
-        if getattr(source_cls, "kind", None) == "fx":
-            crawl._store_fx(engine, False, source_cls, output, report, run_id)
-        else:
-            crawl._ingest_output(
-                engine, settings, False, source_cls, output, report, run_id, trigger
-            )
-    except SourceError as exc:
-        report.status, report.reason = CrawlStatus.failed, exc.reason
-        output = output or getattr(exc, "output", None)
-        finish_crawl_run(
-            engine,
-            run_id,
-            CrawlStatus.failed,
-            exc.reason,
-            error=str(exc),
-            log=getattr(exc, "log", None),
-            payloads=crawl._payloads(output) if output else (),
-            source_urls=output.source_urls if output else (),
-        )
-    except Exception as exc:
-        report.status, report.reason = CrawlStatus.failed, f"internal error: {type(exc).__name__}"
-        finish_crawl_run(
-            engine, run_id, CrawlStatus.failed, report.reason, error=traceback.format_exc()[-4000:]
-        )
-    finally:
-        crawl._cleanup(output)
-    return report.label
+        return crawl_source(engine, settings, name, trigger=trigger, crawl_run_id=run_id).label
+    except Exception as exc:  # recorded on the run by crawl_source; report, don't crash
+        return f"failed: internal error: {type(exc).__name__}"
 
 
 def main(argv: list[str]) -> int:

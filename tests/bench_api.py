@@ -37,6 +37,7 @@ import httpx
 from schema.types import utcnow
 from service.config import REFERENCE_DIR, Settings
 from service.db import make_engine
+from service.fx import Rate, store_rates
 from service.ingest import CrawlResult, ingest
 from service.migrate import upgrade
 from service.queries import OfferFilters, current_version, list_offers
@@ -66,6 +67,9 @@ def build(url: str) -> int:
     settings = Settings(database_url=url, environment="test", _env_file=None)  # type: ignore[call-arg]
     load_reference(engine, REFERENCE_DIR)
     start = utcnow() - timedelta(days=365)
+    with engine.begin() as conn:  # the synthetic EUR offers (all on-demand ones) get USD prices
+        rate = Rate(start.date() - timedelta(days=1), "USD", Decimal("1.08"))
+        store_rates(conn, [rate], "bench", None)
     began = time.perf_counter()
     countries = ("DE", "FR", "US", "NL", "JP")
     counts = tuple(Decimal(c) for c in (1, 2, 4, 8))

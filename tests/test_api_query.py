@@ -17,12 +17,14 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 
+from schema.prices import Offer, PriceObservation, sort_key_e10
 from service.api.main import create_app
 from service.config import REFERENCE_DIR, Settings
 from service.fx import Rate, store_rates
 from service.ingest import CrawlResult, ingest
+from service.migrate import downgrade, upgrade
 from service.reference import load_reference
 from tests.factories import record
 
@@ -448,3 +450,76 @@ def test_compliance_filters_answer_or_say_not_available(client: TestClient) -> N
         assert response.status_code in (200, 400), response.text
         if response.status_code == 400:
             assert response.json()["type"].endswith("filter-not-available")
+
+
+def _sort_prices(engine: Engine) -> list[tuple[Any, ...]]:
+    """(offer id, offer.gpu_hour_usd, its sort key, the current observation's gpu_hour_usd)."""
+    offer, obs = Offer.__table__, PriceObservation.__table__  # type: ignore[attr-defined]
+    stmt = (
+        select(offer.c.id, offer.c.gpu_hour_usd, offer.c.gpu_hour_usd_e10, obs.c.gpu_hour_usd)
+        .join(obs, obs.c.id == offer.c.observation_id)
+        .order_by(offer.c.id)
+    )
+    with engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(stmt)]
+
+
+def _assert_sort_prices_consistent(engine: Engine) -> list[tuple[Any, ...]]:
+    rows = _sort_prices(engine)
+    assert rows and any(r[1] is not None for r in rows)
+    for offer_id, price, key, observed in rows:
+        assert price == observed, offer_id
+        assert key == sort_key_e10(observed), offer_id
+        assert key is None or Decimal(key).scaleb(-10) == price  # exact, not rounded
+    return rows
+
+
+def test_sort_price_is_written_with_every_price(client: TestClient) -> None:
+    engine, settings = client.engine, client.gpuatlas_settings  # type: ignore[attr-defined]
+    _assert_sort_prices_consistent(engine)
+    changed = catalog("lambda", "lambda", 24)[:14]  # withdraws 10, reprices 14, adds 1
+    for r in changed:
+        r["amount"] = str(Decimal(r["amount"]) / 7)  # more decimal places than a cent
+    changed.append(record(950, provider="lambda", source="lambda", sku="new-950"))
+    relaxed = settings.model_copy(update={"min_offer_ratio": Decimal(0)})
+    ingest(engine, relaxed, CrawlResult(source="lambda", records=changed))
+    ingest(  # reopens the withdrawn ones at new prices
+        engine, relaxed, CrawlResult(source="lambda", records=catalog("lambda", "lambda", 24, 3))
+    )
+    _assert_sort_prices_consistent(engine)
+    default = page_all(client, {}, limit=1000)
+    prices = [Decimal(o["price_per_gpu_hour_usd"]) for o in default]
+    assert prices == sorted(prices)
+    pinned = client.get("/v1/offers", params={"limit": 1000, "as_of": str(1)}).json()["data"]
+    pinned_prices = [Decimal(o["price_per_gpu_hour_usd"]) for o in pinned]
+    assert pinned_prices == sorted(pinned_prices)
+
+
+def test_max_price_filter_is_exact_on_both_paths(client: TestClient) -> None:
+    offers = page_all(client, {}, limit=1000)
+    price = Decimal(offers[len(offers) // 2]["price_per_gpu_hour_usd"])
+    version = str(client.get("/v1/offers", params={"limit": 1}).json()["catalog_version"])
+    for extra in ({}, {"as_of": version}):
+        at = page_all(client, {"max_price_per_gpu_hour": str(price), **extra}, limit=1000)
+        below = page_all(
+            client,
+            {"max_price_per_gpu_hour": str(price - Decimal("1e-10")), **extra},
+            limit=1000,
+        )
+        assert {o["id"] for o in at} == {
+            o["id"] for o in offers if Decimal(o["price_per_gpu_hour_usd"]) <= price
+        }
+        assert {o["id"] for o in below} == {
+            o["id"] for o in offers if Decimal(o["price_per_gpu_hour_usd"]) < price
+        }
+
+
+def test_migration_backfills_the_sort_price(client: TestClient) -> None:
+    engine = client.engine  # type: ignore[attr-defined]
+    url = engine.url.render_as_string(hide_password=False)
+    before = _assert_sort_prices_consistent(engine)
+    engine.dispose()
+    downgrade(url, "0003")
+    upgrade(url)
+    engine.dispose()
+    assert _assert_sort_prices_consistent(engine) == before
