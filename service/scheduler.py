@@ -80,7 +80,11 @@ def build_scheduler(
     now = utcnow()
     for name, seconds in source_schedules(settings).items():
         previous = last.get(name)
-        first = previous + timedelta(seconds=seconds) if previous else now + timedelta(seconds=30)
+        first = (
+            previous + timedelta(seconds=seconds)
+            if previous
+            else now + timedelta(seconds=min(seconds, 30))
+        )
         scheduler.add_job(
             crawl,
             IntervalTrigger(seconds=seconds, jitter=min(300, seconds // 10)),
