@@ -310,19 +310,35 @@ def crawl(
 @app.command("sources")
 @handle_errors
 def sources_cmd(fmt: FormatOpt = Format.table) -> None:
-    """List every source with its kind, provider and schedule."""
+    """Every source: provider, kind, schedule, last run and when the next one is due."""
     from crawlers.registry import all_sources as registry
+    from service.queries import last_runs
+    from service.scheduler import next_runs
 
-    rows = [
-        {
-            "source": name,
-            "provider": getattr(cls, "provider", None),
-            "kind": getattr(cls, "kind", None),
-            "schedule": getattr(cls, "schedule", None),
-            "credential": getattr(cls, "credential", None),
-        }
-        for name, cls in registry().items()
-    ]
+    with engine().connect() as conn:
+        runs = last_runs(conn)
+    schedule = next_runs(settings(), {n: r["started_at"] for n, r in runs.items()})
+    rows = []
+    for name, cls in registry().items():
+        last = runs.get(name)
+        rows.append(
+            {
+                "source": name,
+                "provider": getattr(cls, "provider", None),
+                "kind": getattr(cls, "kind", None),
+                "every_s": schedule[name]["interval_seconds"] or "off",
+                "last_run": last["started_at"] if last else None,
+                "status": (
+                    f"{last['status']}: {last['reason']}"
+                    if last and last["reason"]
+                    else last["status"]
+                    if last
+                    else None
+                ),
+                "next_due": schedule[name]["next_run_due"],
+                "credential": getattr(cls, "credential", None),
+            }
+        )
     emit(rows, fmt, title="sources")
 
 

@@ -12,7 +12,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
@@ -55,6 +55,21 @@ def source_schedules(settings: Settings) -> dict[str, int]:
             continue
         schedules[name] = parse_interval(str(configured or getattr(cls, "schedule", "6h")))
     return schedules
+
+
+def next_runs(settings: Settings, last_started: dict[str, datetime]) -> dict[str, Any]:
+    """Each source's interval (seconds, None when off) and the next run it is due.
+
+    The due time is the last run's start plus the interval (the scheduler adds up to 10 %
+    jitter); a source never crawled is due when a scheduler starts."""
+    schedules = source_schedules(settings)
+    overview: dict[str, Any] = {}
+    for name in all_sources():
+        seconds = schedules.get(name)
+        previous = last_started.get(name)
+        due = previous + timedelta(seconds=seconds) if seconds and previous else None
+        overview[name] = {"interval_seconds": seconds, "next_run_due": due}
+    return overview
 
 
 def build_scheduler(

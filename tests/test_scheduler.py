@@ -137,3 +137,18 @@ def test_post_run_triggers_a_crawl_now(
             time.sleep(0.1)
     row = run_row(sqlite_engine, run_id)
     assert (row["status"], row["trigger"]) == ("ok", "api")
+
+
+def test_a_second_scheduler_on_one_sqlite_file_refuses_to_start(sqlite_url: str) -> None:
+    from service.scheduler import SchedulerLockError, SqliteSchedulerLock
+
+    first = SqliteSchedulerLock(sqlite_url)
+    first.acquire()
+    try:
+        with pytest.raises(SchedulerLockError, match="another scheduler is already running"):
+            SqliteSchedulerLock(sqlite_url).acquire()
+    finally:
+        first.release()
+    again = SqliteSchedulerLock(sqlite_url)
+    again.acquire()  # free once the first one stopped
+    again.release()

@@ -9,11 +9,12 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from crawlers.registry import all_sources
 from schema.api import ChangesPage, DiffPage, VersionPublic
 from service.api import cursor as cursors
-from service.api.deps import ConnDep, VersionDep, cache, reject_unknown_params
+from service.api.deps import ConnDep, SettingsDep, VersionDep, cache, reject_unknown_params
 from service.api.params import invalid
 from service.api.problems import Problem
 from service.api.serialize import change_public
 from service.queries import change_feed, current_version, diff_versions, last_runs, list_versions
+from service.scheduler import next_runs
 
 router = APIRouter(prefix="/v1", tags=["catalog"])
 
@@ -120,8 +121,9 @@ def changes(
 
 
 @router.get("/sources", dependencies=[Depends(reject_unknown_params(set()))])
-def sources(conn: ConnDep, version: VersionDep) -> list[dict[str, Any]]:
+def sources(conn: ConnDep, version: VersionDep, settings: SettingsDep) -> list[dict[str, Any]]:
     runs = last_runs(conn)
+    schedule = next_runs(settings, {n: r["started_at"] for n, r in runs.items()})
     keys = (
         "id",
         "status",
@@ -144,6 +146,7 @@ def sources(conn: ConnDep, version: VersionDep) -> list[dict[str, Any]]:
                 "provider": getattr(cls, "provider", None),
                 "kind": getattr(cls, "kind", None),
                 "schedule": getattr(cls, "schedule", None),
+                **schedule.get(name, {}),
                 "last_run": {k: last[k] for k in keys} if last else None,
             }
         )
