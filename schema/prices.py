@@ -44,6 +44,7 @@ class Offer(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("source", "provider", "sku", "region", "price_kind", "unit"),
         Index("ix_offer_identity", "provider", "sku", "region", "price_kind"),
+        # the default listing (cheapest per GPU-hour first) walks these instead of sorting
         Index("ix_offer_status_gpu_hour", "status", "gpu_hour_usd_e10", "id"),
         Index("ix_offer_gpu_slug_status_gpu_hour", "gpu_slug", "status", "gpu_hour_usd_e10", "id"),
     )

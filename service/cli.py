@@ -501,7 +501,7 @@ _CLICK_ERROR: type[Exception] = typer.BadParameter.__mro__[2]  # the ClickExcept
 def run() -> None:
     """The console script: like ``app()``, but a usage error is one line (exit 2)."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # returns an Exit's code instead of raising it
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:
@@ -511,6 +511,7 @@ def run() -> None:
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         err.print(f"[red]usage error:[/red] {message}", markup=True, highlight=False)
         sys.exit(getattr(exc, "exit_code", EXIT_USAGE))
+    sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
 if __name__ == "__main__":  # pragma: no cover

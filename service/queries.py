@@ -36,6 +36,7 @@ from sqlalchemy import (
     cast,
     exists,
     func,
+    literal_column,
     or_,
     select,
     type_coerce,
@@ -402,14 +403,23 @@ def base_query(
     compliance: ComplianceSets | None = None,
     *,
     skip: str | None = None,
+    scan: bool = False,
 ) -> Select[Any]:
-    """Offers with their price at ``version`` (None = current), filtered, peers deduped."""
+    """Offers with their price at ``version`` (None = current), filtered, peers deduped.
+
+    ``scan``: the caller reads every match (an export, a ranking); on SQLite the status test
+    is kept off the (status, price, id) index, whose equality would otherwise tempt the
+    planner into a walk plus a sort of the whole catalog instead of a rowid scan.
+    """
+    status = OFFER.c.status
+    if scan and dialect == "sqlite":
+        status = literal_column("+offer.status")
     if version is None:
         stmt = (
             select(*columns)
             .select_from(OFFER)
             .join(OBS, OBS.c.id == OFFER.c.observation_id)
-            .where(OFFER.c.status == OfferStatus.active.value)
+            .where(status == OfferStatus.active.value)
         )
     else:
         stmt = (
@@ -534,7 +544,7 @@ def stream_offers(
     batch: int = 2000,
 ) -> Iterator[list[dict[str, Any]]]:
     """Every matching offer in id order, in batches, without loading them all."""
-    stmt = base_query(OFFER_COLUMNS, filters, conn.dialect.name, version, compliance)
+    stmt = base_query(OFFER_COLUMNS, filters, conn.dialect.name, version, compliance, scan=True)
     stmt = stmt.order_by(OFFER.c.id)
     result = conn.execution_options(stream_results=True, yield_per=batch).execute(stmt)
     for part in result.mappings().partitions(batch):
@@ -558,7 +568,8 @@ def stream_raw_offers(
     straight from the DBAPI cursor (``fetchmany``); PostgreSQL uses a server-side cursor.
     """
     raw = [type_coerce(c, String()).label(c.name) for c in columns]
-    stmt = base_query(raw, filters, conn.dialect.name, version, compliance).order_by(OFFER.c.id)
+    dialect = conn.dialect.name
+    stmt = base_query(raw, filters, dialect, version, compliance, scan=True).order_by(OFFER.c.id)
     if conn.dialect.name == "sqlite":
         result = conn.execute(stmt)  # unbuffered: the DBAPI cursor still holds every row
         try:
@@ -959,6 +970,7 @@ def eligible_providers(
         dialect,
         version,
         compliance,
+        scan=True,  # ranks every match: no use for the price-ordered index walk
     ).subquery()
     stmt = select(ranked).where(ranked.c.rank == 1)
     rows = [dict(r) for r in conn.execute(stmt).mappings()]

@@ -8,6 +8,11 @@ up through the real ingest). GPUATLAS_BENCH_API_SECONDS: seconds per HTTP measur
 (default 5); GPUATLAS_BENCH_API_CLIENTS: concurrent clients of the load test (default 50,
 30 s with GPUATLAS_BENCH_API_LOAD_SECONDS).
 
+The synthetic records (tests/bench_ingest.py) tie GPU count to GPU and quote every
+on-demand offer in EUR: here counts and countries are made independent of the GPU and a
+EUR->USD rate is stored, so the four-filter listing matches a realistic share of offers
+(about 1 in 40) and they have USD prices.
+
 Measures over HTTP: p50/p99 and requests/s for (1) a listing with four filters, page of
 100; (2) one offer's history over a year at day resolution; (3) eligible providers for a
 GPU; (4) full CSV export rows/s. The floors, in the same run: the listing's SQL executed

@@ -7,8 +7,8 @@
   page and filter on it; the decimal is what the API returns.
 - ``ix_offer_status_gpu_hour`` (status, gpu_hour_usd_e10, id) and
   ``ix_offer_gpu_slug_status_gpu_hour`` (gpu_slug, status, gpu_hour_usd_e10, id): the
-  default listing (cheapest per GPU-hour first) walks an index instead of sorting. The
-  second replaces ``ix_offer_gpu_slug_status``, its prefix.
+  default listing (cheapest per GPU-hour first) walks an index instead of sorting every
+  match. The second replaces ``ix_offer_gpu_slug_status``, its prefix.
 
 Existing rows are backfilled from their current observation.
 
@@ -74,5 +74,12 @@ def downgrade() -> None:
         batch_op.drop_index("ix_offer_gpu_slug_status_gpu_hour")
         batch_op.drop_index("ix_offer_status_gpu_hour")
         batch_op.create_index("ix_offer_gpu_slug_status", ["gpu_slug", "status"], unique=False)
+    if op.get_bind().dialect.name == "sqlite":
+        # a native DROP COLUMN (SQLite >= 3.35): batch mode would copy and drop ``offer``,
+        # which foreign keys from price_observation refuse once the catalog has rows
+        op.execute("ALTER TABLE offer DROP COLUMN gpu_hour_usd_e10")
+        op.execute("ALTER TABLE offer DROP COLUMN gpu_hour_usd")
+        return
+    with op.batch_alter_table("offer", schema=None) as batch_op:
         batch_op.drop_column("gpu_hour_usd_e10")
         batch_op.drop_column("gpu_hour_usd")
