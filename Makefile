@@ -59,5 +59,13 @@ bench: $(STAMP)
 	@pg_url="$$(bash .ci/postgres-url)" || exit 1; \
 	GPUATLAS_TEST_POSTGRES_URL="$$pg_url" $(BIN)/python -m tests.bench
 
+# Not part of `make test` (a 30-second version of it is): the bounded chaos run of
+# docs/reliability.md, SQLite then PostgreSQL with two replicas.
+chaos: setup
+	$(BIN)/python -m tests.chaos.run --seconds 300 --seed 1 --db sqlite
+	@pg_url="$$(bash .ci/postgres-url)" || exit 1; \
+	if [ -n "$$pg_url" ]; then GPUATLAS_TEST_POSTGRES_URL="$$pg_url" $(BIN)/python -m tests.chaos.run --seconds 300 --seed 1 --db postgres; \
+	else echo "PostgreSQL not reachable: the PostgreSQL chaos pass is skipped"; fi
+
 clean:
 	rm -rf $(VENV) gpuatlas.db gpuatlas.db-wal gpuatlas.db-shm .pytest_cache .mypy_cache .ruff_cache

@@ -415,7 +415,7 @@ def _store_rejections(conn: Connection, run_id: int, rejections: list[Rejection]
             "crawl_run_id": run_id,
             "position": r.position,
             "reason": _clip(r.reason, 1000) or "",
-            "record": dict(r.record) if r.record is not None else None,
+            "record": _safe_excerpt(r.record) if r.record is not None else None,
         }
         for r in rejections[:MAX_STORED_REJECTIONS]
     ]

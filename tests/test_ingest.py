@@ -328,3 +328,19 @@ def test_a_run_left_running_by_a_dead_process_is_closed_as_interrupted(
     with engine.connect() as conn:
         row = conn.execute(select(RUN).where(RUN.c.id == old)).mappings().one()
     assert (row["status"], row["reason"]) == ("failed", "interrupted")
+
+
+def test_upstream_rejections_with_any_values_are_stored_safely(
+    engine: Engine, settings: Settings
+) -> None:
+    hostile = record(7, sku="evil\x00\u202ename", amount=Decimal("1.5"))
+    hostile["observed_at"] = datetime(2026, 1, 1, tzinfo=UTC)
+    result = ingest(
+        engine,
+        settings,
+        crawl(records(5), rejections=[Rejection(7, "sku: contains control characters", hostile)]),
+    )
+    assert result.status.value == "ok" and result.added == 5 and result.rejected == 1
+    with engine.connect() as conn:
+        stored = conn.execute(select(RejectedRecord.__table__.c.record)).scalar_one()  # type: ignore[attr-defined]
+    assert stored["amount"] == "1.5" and "\x00" not in stored["sku"]

@@ -1,0 +1,840 @@
+"""The chaos run: farm + service (scheduler on a fast cadence) + clients + webhook receiver,
+SIGKILLs and restarts, then the catalog is checked against the farm's log of the truth.
+
+    python -m tests.chaos.run --seconds 300 --seed 1 --db sqlite
+
+Loopback only; every loop is bounded in count and time; every process started here is
+killed by process group in ``finally``. Exit status 1 when an invariant is violated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from decimal import Decimal
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.engine import make_url
+
+from service.config import PROJECT_ROOT, REFERENCE_DIR, Settings
+from service.crawl import crawl_source
+from service.db import make_engine
+from service.migrate import upgrade
+from service.reference import load_reference
+from tests.chaos.farm import FAULT_KINDS, Farm
+
+SOURCES = ["oracle", "lambda", "ovhcloud"]
+HTTP_TIMEOUT = 2.0
+HTTP_RETRIES = 1
+READ_KINDS = ("offers", "history", "export")
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+@dataclass
+class Hit:
+    start: float
+    end: float
+    kind: str
+    status: int  # 0: no answer (connection refused/reset, timeout)
+    replica: int = 0
+
+
+@dataclass
+class Outcome:
+    violations: list[str] = field(default_factory=list)
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    def check(self, ok: bool, message: str) -> None:
+        if not ok:
+            self.violations.append(message)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def descendants(pid: int) -> list[int]:
+    """Children (recursively) of ``pid``, from /proc: the service's crawl children."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        parents.setdefault(ppid, []).append(int(entry.name))
+    found: list[int] = []
+    todo = [pid]
+    while todo and len(found) < 1000:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_tree(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
+    """``sig`` to the service's process group and to each crawl child's own group."""
+    for pid in [proc.pid, *descendants(proc.pid)]:
+        try:
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+
+
+class Receiver:
+    """Loopback webhook receiver: keeps each POST (body, idempotency key, time)."""
+
+    def __init__(self) -> None:
+        self.posts: list[tuple[float, str, dict[str, Any]]] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                return
+
+            def do_POST(self) -> None:
+                length = min(int(self.headers.get("Content-Length") or 0), 1_000_000)
+                body = self.rfile.read(length)
+                try:
+                    payload = json.loads(body)
+                except ValueError:
+                    payload = {"invalid": body[:200].decode("utf-8", "replace")}
+                receiver.posts.append(
+                    (time.time(), self.headers.get("Idempotency-Key", ""), payload)
+                )
+                self.send_response(204)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/hook"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+# ----------------------------------------------------------------------------- the service
+
+
+class Service:
+    """``gpuatlas serve`` as a subprocess in its own session; restartable, killable."""
+
+    def __init__(self, env: dict[str, str], port: int, log_path: Path) -> None:
+        self.env, self.port, self.log_path = env, port, log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.base = f"http://127.0.0.1:{port}"
+        self.downtime: list[tuple[float, float]] = []
+
+    def start(self, timeout: float = 60.0) -> float:
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [str(Path(sys.executable).parent / "gpuatlas"), "serve", "--port", str(self.port)],
+                env=self.env,
+                cwd=PROJECT_ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.time() + timeout
+        with httpx.Client(timeout=2.0) as client:
+            while time.time() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(
+                        f"service exited ({self.proc.returncode}); see {self.log_path}"
+                    )
+                try:
+                    if client.get(f"{self.base}/healthz").status_code == 200:
+                        return time.time()
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.1)
+        raise RuntimeError(f"service not healthy after {timeout:g} s; see {self.log_path}")
+
+    def kill(self) -> float:
+        assert self.proc is not None
+        at = time.time()
+        kill_tree(self.proc)
+        self.proc.wait(timeout=10)
+        return at
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        kill_tree(self.proc, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            kill_tree(self.proc)
+            self.proc.wait(timeout=10)
+
+
+# ----------------------------------------------------------------------------- clients
+
+
+def client_loop(
+    bases: list[str],
+    offer_ids: list[int],
+    stop: threading.Event,
+    hits: list[Hit],
+    seed: int,
+    cap: int,
+) -> None:
+    rng = random.Random(seed)
+    with httpx.Client(timeout=10.0) as client:
+        for _ in range(cap):
+            if stop.is_set():
+                return
+            replica = rng.randrange(len(bases))
+            base = bases[replica]
+            kind = rng.choices(READ_KINDS, weights=(5, 3, 2))[0]
+            if kind == "offers":
+                url = f"{base}/v1/offers?limit=50&provider={rng.choice(SOURCES)}"
+            elif kind == "history":
+                url = f"{base}/v1/offers/{rng.choice(offer_ids)}/history"
+            else:
+                url = f"{base}/v1/export?format=csv&provider={rng.choice(SOURCES)}"
+            start = time.time()
+            try:
+                response = client.get(url)
+                status = response.status_code
+            except httpx.HTTPError:
+                status = 0
+            hits.append(Hit(start, time.time(), kind, status, replica))
+            stop.wait(0.02)
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+def make_database(kind: str, workdir: Path) -> tuple[str, str | None]:
+    if kind == "sqlite":
+        return f"sqlite:///{workdir / 'chaos.db'}", None
+    admin = os.environ.get("GPUATLAS_TEST_POSTGRES_URL") or PG_ADMIN
+    name = f"gpuatlas_chaos_{uuid.uuid4().hex[:10]}"
+    engine = create_engine(admin, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    finally:
+        engine.dispose()
+    return make_url(admin).set(database=name).render_as_string(hide_password=False), admin
+
+
+def cut_connections(engine: Engine) -> tuple[float, int]:
+    """PostgreSQL: terminate every other session on the run's database (a network cut)."""
+    with engine.connect() as conn:
+        at = time.time()
+        cut = conn.execute(
+            text(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        ).scalar()
+        conn.commit()
+    return at, int(cut or 0)
+
+
+def drop_database(admin: str, url: str) -> None:
+    engine = create_engine(admin, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)'))
+    finally:
+        engine.dispose()
+
+
+def run(
+    seconds: float,
+    seed: int,
+    db: str = "sqlite",
+    *,
+    kills: int = 2,
+    clients: int = 3,
+    max_requests: int = 20000,
+    workdir: Path | None = None,
+    event_gap: float = 2.5,
+    replicas: int | None = None,
+    kinds: tuple[str, ...] = FAULT_KINDS,
+    extra_env: dict[str, str] | None = None,
+) -> Outcome:
+    """One run; ``extra_env`` overrides the service's settings (e.g. to prove that the
+    checks catch a disabled plausibility guard)."""
+    rng = random.Random(seed)
+    workdir = workdir or Path(tempfile.mkdtemp(prefix="gpuatlas-chaos-"))
+    services: list[Service] = []
+    replicas = replicas or (2 if db == "postgres" else 1)
+    stop_clients = threading.Event()
+    outcome = Outcome()
+    engine: Engine | None = None
+    farm: Farm | None = None
+    receiver: Receiver | None = None
+    database_url, admin = make_database(db, workdir)
+    try:
+        farm = Farm(
+            SOURCES,
+            seed,
+            http_timeout=HTTP_TIMEOUT,
+            attempts=HTTP_RETRIES + 1,
+            event_gap=event_gap,
+            kinds=kinds,
+        )
+        receiver = Receiver()
+        farm.start()
+        upgrade(database_url)
+        engine = make_engine(database_url)
+        load_reference(engine, REFERENCE_DIR)
+        schedules = dict.fromkeys(_all_sources(), "off")
+        schedules.update(dict.fromkeys(SOURCES, "10s"))
+        env_settings = {
+            "GPUATLAS_DATABASE_URL": database_url,
+            "GPUATLAS_ENVIRONMENT": "test",
+            "GPUATLAS_SCHEDULER_ENABLED": "true",
+            "GPUATLAS_SCHEDULES": json.dumps(schedules),
+            "GPUATLAS_SOURCE_BASE_URLS": json.dumps(dict.fromkeys(SOURCES, farm.url)),
+            "GPUATLAS_LAMBDA_API_KEY": "chaos-key",
+            "GPUATLAS_HTTP_TIMEOUT_SECONDS": str(HTTP_TIMEOUT),
+            "GPUATLAS_HTTP_MAX_RETRIES": str(HTTP_RETRIES),
+            "GPUATLAS_CRAWL_TIMEOUT_SECONDS": "40",
+            "GPUATLAS_ALLOW_PRIVATE_WEBHOOKS": "true",
+            "GPUATLAS_DISPATCHER_INTERVAL_SECONDS": "1",
+            "GPUATLAS_WEBHOOK_RETRY_BASE_SECONDS": "1",
+            "GPUATLAS_WEBHOOK_RETRY_MAX_SECONDS": "5",
+            "GPUATLAS_WEBHOOK_TIMEOUT_SECONDS": "5",
+        }
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("GPUATLAS_")},
+            **env_settings,
+            **(extra_env or {}),
+        }
+        settings = Settings(
+            database_url=database_url,
+            source_base_urls=dict.fromkeys(SOURCES, farm.url),
+            lambda_api_key="chaos-key",
+            http_timeout_seconds=HTTP_TIMEOUT,
+            http_max_retries=HTTP_RETRIES,
+            _env_file=None,  # type: ignore[call-arg]
+        )
+        # baseline: one clean crawl of each source (the scheduler then runs every 10 s)
+        for name in SOURCES:
+            report = crawl_source(engine, settings, name, trigger="chaos-baseline")
+            if report.status.value != "ok":
+                raise RuntimeError(f"baseline crawl of {name}: {report.label}")
+        baseline_version = _scalar(engine, "SELECT max(id) FROM catalog_version") or 0
+        farm.keep_knobs(_calibrated(engine, farm))
+        offer_ids = [
+            int(r[0])
+            for r in _rows(
+                engine, "SELECT id FROM offer WHERE source IN ('oracle','lambda','ovhcloud')"
+            )
+        ]
+        key = subprocess.run(
+            [str(Path(sys.executable).parent / "gpuatlas"), "apikey", "create", "chaos"],
+            env=env,
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout.strip()
+
+        for index in range(replicas):
+            replica_env = dict(env)
+            if index and db == "sqlite":  # one scheduler per SQLite file: the others only serve
+                replica_env["GPUATLAS_SCHEDULER_ENABLED"] = "false"
+            services.append(Service(replica_env, free_port(), workdir / f"service-{index}.log"))
+            services[-1].start()
+        service = services[0]
+        with httpx.Client(timeout=10.0) as client:
+            for condition in ({"price_drop_pct": "0.01"}, {"price_rise_pct": "0.01"}):
+                response = client.post(
+                    f"{service.base}/v1/subscriptions",
+                    headers={"Authorization": f"Bearer {key}"},
+                    json={"condition": condition, "channel": "webhook", "url": receiver.url},
+                )
+                if response.status_code != 201:
+                    raise RuntimeError(f"subscription: {response.status_code} {response.text}")
+
+        started = time.time()
+        until = started + seconds
+        farm.start_chaos(until, max_events=int(seconds * 4) + 10)
+        hits: list[Hit] = []
+        threads = [
+            threading.Thread(
+                target=client_loop,
+                args=(
+                    [s.base for s in services],
+                    offer_ids,
+                    stop_clients,
+                    hits,
+                    seed + i,
+                    max_requests // clients,
+                ),
+                daemon=True,
+            )
+            for i in range(clients)
+        ]
+        for thread in threads:
+            thread.start()
+        moments = [(rng.uniform(0.2, 0.85) * seconds + started, "kill") for _ in range(kills)]
+        if db == "postgres":
+            moments.append((rng.uniform(0.3, 0.7) * seconds + started, "cut"))
+        survived, cuts = 0, []
+        for at, what in sorted(moments):
+            time.sleep(max(0.0, at - time.time()))
+            if what == "cut":
+                cuts.append(cut_connections(engine))
+                continue
+            victim = rng.choice(services)
+            down = victim.kill()
+            up = victim.start()
+            victim.downtime.append((down, up))
+            survived += 1
+        time.sleep(max(0.0, until - time.time()))
+        stop_clients.set()
+        for thread in threads:
+            thread.join(timeout=15)
+        farm.quiesce()
+        quiet = time.time()
+        settled = _wait_settled(engine, quiet, deadline=quiet + 60)
+        for each in services:
+            each.stop()
+        _check(outcome, engine, farm, receiver, hits, services, baseline_version, survived, cuts)
+        outcome.figures.update(
+            {
+                "workdir": str(workdir),
+                "db": db,
+                "seed": seed,
+                "seconds": seconds,
+                "settled_after_s": round(settled - quiet, 1) if settled else None,
+                "wall_s": round(time.time() - started, 1),
+            }
+        )
+        outcome.check(
+            settled is not None, "the service did not settle (final crawls/alerts) in 60 s"
+        )
+        return outcome
+    finally:
+        stop_clients.set()
+        for each in services:
+            each.stop()
+        if farm is not None:
+            farm.close()
+        if receiver is not None:
+            receiver.close()
+        if engine is not None:
+            engine.dispose()
+        if admin is not None:
+            drop_database(admin, database_url)
+
+
+def _all_sources() -> list[str]:
+    from crawlers.registry import all_sources
+
+    return sorted(all_sources())
+
+
+def _rows(engine: Engine, sql: str, **params: Any) -> list[Any]:
+    with engine.connect() as conn:
+        return list(conn.execute(text(sql), params).all())
+
+
+def _scalar(engine: Engine, sql: str, **params: Any) -> Any:
+    with engine.connect() as conn:
+        return conn.execute(text(sql), params).scalar()
+
+
+def _calibrated(engine: Engine, farm: Farm) -> dict[str, set[str]]:
+    """Knobs whose offers the baseline crawl shows at the farm's amount."""
+    keep: dict[str, set[str]] = {}
+    for name, knobs in farm.knobs.items():
+        keep[name] = set()
+        for knob in knobs.values():
+            amounts = {
+                Decimal(r[0])
+                for r in _rows(
+                    engine,
+                    "SELECT amount FROM offer WHERE source = :s AND sku = :k "
+                    "AND price_kind = 'on_demand'",
+                    s=name,
+                    k=knob.sku,
+                )
+            }
+            if amounts == {knob.amount}:
+                keep[name].add(knob.key)
+    return keep
+
+
+def _wait_settled(engine: Engine, quiet: float, deadline: float) -> float | None:
+    """A clean crawl of every source started after the quiet time, and no alert undelivered."""
+    from datetime import UTC, datetime
+
+    since = datetime.fromtimestamp(quiet, UTC)
+    while time.time() < deadline:
+        done = {
+            r[0]
+            for r in _rows(
+                engine,
+                "SELECT DISTINCT source FROM crawl_run WHERE status = 'ok' AND started_at > :t",
+                t=since,
+            )
+        }
+        pending = _scalar(
+            engine, "SELECT count(*) FROM alert_event WHERE status NOT IN ('delivered', 'dead')"
+        )
+        if set(SOURCES) <= done and not pending:
+            return time.time()
+        time.sleep(0.5)
+    return None
+
+
+# ----------------------------------------------------------------------------- the checks
+
+
+def _ts(value: Any) -> float:
+    from datetime import UTC, datetime
+
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return float(value.timestamp())
+
+
+def _check(
+    outcome: Outcome,
+    engine: Engine,
+    farm: Farm,
+    receiver: Receiver,
+    hits: list[Hit],
+    services: list[Service],
+    baseline_version: int,
+    survived: int,
+    cuts: list[tuple[float, int]],
+) -> None:
+    log = farm.log
+    crawl_slack = 45.0  # a served answer is ingested within this (crawl timeout 40 s)
+    kills = [down for service in services for down, _ in service.downtime]
+
+    # history of every offer of the farm's sources
+    obs = _rows(
+        engine,
+        "SELECT o.source, o.sku, o.region, o.price_kind, p.amount, p.valid_from, p.version_from "
+        "FROM price_observation p JOIN offer o ON o.id = p.offer_id "
+        "WHERE o.source IN ('oracle','lambda','ovhcloud') ORDER BY p.id",
+    )
+    history: dict[tuple[str, str, str], list[tuple[Decimal, float, int]]] = {}
+    unmoved: Counter[tuple[str, str, str, str]] = Counter()  # prices the farm never moves
+    for source, sku, region, kind, amount, valid_from, version in obs:
+        if kind == "on_demand":
+            history.setdefault((source, sku, region), []).append(
+                (Decimal(str(amount)), _ts(valid_from), int(version))
+            )
+        else:
+            unmoved[(source, sku, region, kind)] += 1
+    moved = [k for k, n in unmoved.items() if n != 1]
+    outcome.check(not moved, f"{len(moved)} offers the farm never moved have changed: {moved[:3]}")
+    regions: dict[tuple[str, str], list[str]] = {}
+    for source, sku, region in history:
+        regions.setdefault((source, sku), []).append(region)
+    truth: dict[tuple[str, str], set[Decimal]] = {}
+    for source, knobs in farm.knobs.items():
+        for knob in knobs.values():
+            truth.setdefault((source, knob.sku), set()).add(knob.amount)
+    for change in log.changes:
+        truth.setdefault((change["source"], change["sku"]), set()).update(
+            (change["old"], change["new"])
+        )
+
+    # 1. every value served in a clean answer is in history (every region), inside its window
+    sku_of = {(s, k.key): k.sku for s, knobs in farm.knobs.items() for k in knobs.values()}
+    changed_values: dict[tuple[str, str, Decimal], float] = {}
+    for change in log.changes:
+        changed_values.setdefault((change["source"], change["key"], change["new"]), change["t"])
+    missing, late, explained = 0, 0, 0
+    for (source, key, value), (first, last) in log.served.items():
+        if (source, key, value) not in changed_values:
+            continue  # a baseline value: checked by the baseline crawl
+        sku = sku_of[(source, key)]
+        for region in regions.get((source, sku), []):
+            rows = [r for r in history[(source, sku, region)] if r[0] == value]
+            if not rows:
+                if any(first - 1 <= k <= last + crawl_slack for k in kills):
+                    explained += 1  # its crawl was killed, and the value gone by the next one
+                    continue
+                missing += 1
+                outcome.violations.append(
+                    f"legit change {source}/{sku}/{region} -> {value} not in history"
+                )
+                continue
+            changed_at = changed_values[(source, key, value)]
+            if not any(changed_at <= r[1] <= last + crawl_slack for r in rows):
+                late += 1
+                outcome.violations.append(
+                    f"legit change {source}/{sku}/{region} -> {value}: valid_from outside window"
+                )
+    # the final values are the catalog's current prices
+    for source, knobs in farm.knobs.items():
+        for knob in knobs.values():
+            current = {
+                Decimal(str(r[0]))
+                for r in _rows(
+                    engine,
+                    "SELECT amount FROM offer WHERE source = :s AND sku = :k "
+                    "AND price_kind = 'on_demand' AND status = 'active'",
+                    s=source,
+                    k=knob.sku,
+                )
+            }
+            outcome.check(
+                current == {knob.amount},
+                f"{source}/{knob.sku}: catalog {sorted(current)} != farm {knob.amount}",
+            )
+
+    # 2. no fault produced a price, a withdrawal or a version
+    spikes = {(s, sku, v) for s, sku, v in log.spikes}
+    for (source, sku, _region), rows in history.items():
+        allowed = truth.get((source, sku))
+        for amount, _, _ in rows:
+            outcome.check(
+                (source, sku, amount) not in spikes, f"spiked price {source}/{sku} {amount}"
+            )
+            if allowed is not None:
+                outcome.check(
+                    amount in allowed, f"{source}/{sku}: {amount} never served by the farm"
+                )
+        if allowed is None:
+            outcome.check(len(rows) == 1, f"{source}/{sku}: moved although the farm never moved it")
+    withdrawn = _scalar(
+        engine,
+        "SELECT count(*) FROM offer WHERE status <> 'active' "
+        "AND source IN ('oracle','lambda','ovhcloud')",
+    )
+    outcome.check(withdrawn == 0, f"{withdrawn} offers withdrawn (the farm withdrew none)")
+    versions = _rows(
+        engine,
+        "SELECT v.id, count(p.id) FROM catalog_version v LEFT JOIN price_observation p "
+        "ON p.version_from = v.id WHERE v.id > :b GROUP BY v.id",
+        b=baseline_version,
+    )
+    empty = [int(v) for v, n in versions if not n]
+    outcome.check(not empty, f"catalog versions without a price change: {empty}")
+    legit_obs = sum(len(rows) - 1 for rows in history.values())
+
+    # 3. every failed or quarantined crawl run has a reason; runs left 'running' <= kills
+    runs = _rows(engine, "SELECT status, reason FROM crawl_run WHERE trigger <> 'chaos-baseline'")
+    statuses = Counter(r[0] for r in runs)
+    no_reason = sum(1 for s, r in runs if s in ("failed", "quarantined") and not r)
+    outcome.check(no_reason == 0, f"{no_reason} failed/quarantined crawl runs without a reason")
+    outcome.check(
+        statuses.get("running", 0) <= survived * len(SOURCES),  # one per source per kill
+        f"{statuses.get('running', 0)} crawl runs left 'running' (more than the kills)",
+    )
+    reasons = Counter(_reason_kind(r) for s, r in runs if s in ("failed", "quarantined"))
+    internal = [r for s, r in runs if r and r.startswith("internal error")]
+    outcome.check(
+        not internal,
+        f"{len(internal)} crawls crashed on bad input instead of rejecting records: {internal[:1]}",
+    )
+
+    # 4. alerts: delivered events = the legit changes, at least once each, none for faults
+    events = _rows(
+        engine,
+        "SELECT e.status, e.idempotency_key, o.source, o.sku, o.price_kind, e.payload "
+        "FROM alert_event e JOIN offer o ON o.id = e.offer_id",
+    )
+    delivered_keys = {key for _, key, _ in receiver.posts}
+    for status, key, source, sku, kind, payload in events:
+        body = payload if isinstance(payload, dict) else json.loads(payload)
+        amount = Decimal(body["price"]["amount"])
+        allowed = truth.get((source, sku), set())
+        outcome.check(
+            kind == "on_demand" and amount in allowed,
+            f"alert for {source}/{sku} {kind} at {amount}: not a legit price",
+        )
+        outcome.check(key in delivered_keys, f"alert {key} ({status}) never reached the receiver")
+    for _, key, body in receiver.posts:
+        offer = body.get("offer") or {}
+        amount = Decimal((body.get("price") or {}).get("amount") or "0")
+        allowed = truth.get((str(offer.get("source")), str(offer.get("sku"))), set())
+        outcome.check(
+            offer.get("price_kind") == "on_demand" and amount in allowed,
+            f"webhook {key}: {offer.get('sku')} {offer.get('price_kind')} {amount} is not a legit price",
+        )
+    changes_in_history = _scalar(
+        engine,
+        "SELECT count(*) FROM price_observation p JOIN offer o ON o.id = p.offer_id "
+        "WHERE p.version_from > :b AND o.source IN ('oracle','lambda','ovhcloud')",
+        b=baseline_version,
+    )
+    outcome.check(
+        len(events) >= changes_in_history,
+        f"{changes_in_history} price changes but only {len(events)} alert events",
+    )
+
+    # 5. reads: zero 5xx (or no answer) outside the downtime windows; p99
+    def down(hit: Hit) -> bool:
+        windows = services[hit.replica].downtime
+        return any(hit.start <= up and hit.end >= k - 0.5 for k, up in windows)
+
+    def at_cut(hit: Hit) -> bool:  # in flight when its database connection was terminated
+        return any(hit.start <= at + 0.5 and hit.end >= at - 0.05 for at, _ in cuts)
+
+    cut_errors = [
+        h for h in hits if at_cut(h) and (h.status >= 500 or (h.status == 0 and not down(h)))
+    ]
+
+    bad = [
+        h
+        for h in hits
+        # an answer with 5xx means the process was up: excused only when in flight at a DB
+        # cut; no answer at all (status 0) also inside its replica's downtime
+        if h not in cut_errors and (h.status >= 500 or (h.status == 0 and not down(h)))
+    ]
+    for hit in bad[:5]:
+        windows = [(round(k, 3), round(u, 3)) for k, u in services[hit.replica].downtime]
+        outcome.violations.append(
+            f"read {hit.kind} on replica {hit.replica} -> {hit.status} at "
+            f"{hit.start:.3f}..{hit.end:.3f} (its downtime: {windows})"
+        )
+    if len(bad) > 5:
+        outcome.violations.append(f"... {len(bad) - 5} more failed reads outside downtime")
+    up_hits = sorted(h.end - h.start for h in hits if not down(h) and h.status < 500)
+    p99 = up_hits[min(len(up_hits) - 1, int(len(up_hits) * 0.99))] if up_hits else 0.0
+    p50 = up_hits[len(up_hits) // 2] if up_hits else 0.0
+    outcome.check(len(hits) > 0, "no client request was made")
+
+    faults = Counter(f["kind"] for f in log.faults)
+    outcome.figures.update(
+        {
+            "faults_by_kind": dict(sorted(faults.items())),
+            "faults_total": sum(faults.values()),
+            "legit_changes_made": len(log.changes),
+            "legit_values_served": sum(1 for k in log.served if k in changed_values),
+            "legit_observations_in_history": legit_obs,
+            "values_lost_to_kills": explained,
+            "missing": missing,
+            "outside_window": late,
+            "farm_requests": dict(log.requests),
+            "crawl_runs": dict(statuses),
+            "failure_reasons": dict(reasons),
+            "catalog_versions": len(versions),
+            "alert_events": len(events),
+            "webhook_posts": len(receiver.posts),
+            "kills_survived": survived,
+            "replicas": len(services),
+            "downtime_s": round(sum(up - k for s in services for k, up in s.downtime), 2),
+            "db_cuts": [
+                f"{n} sessions at {time.strftime('%H:%M:%S', time.gmtime(at))}" for at, n in cuts
+            ],
+            "errors_in_flight_at_db_cut": len(cut_errors),
+            "requests": len(hits),
+            "requests_by_kind": dict(Counter(h.kind for h in hits)),
+            "status_codes": dict(Counter(h.status for h in hits)),
+            "no_answer_in_downtime": sum(1 for h in hits if down(h) and h.status == 0),
+            "errors_outside_downtime": len(bad),
+            "p50_ms": round(p50 * 1000, 1),
+            "p99_ms": round(p99 * 1000, 1),
+        }
+    )
+
+
+def _reason_kind(reason: str | None) -> str:
+    """A crawl run's reason without its details (for counting)."""
+    reason = reason or "(none)"
+    if reason.startswith("price of"):
+        return "price outside the plausibility band"
+    if reason.startswith("offer count dropped"):
+        return "offer count dropped"
+    return reason
+
+
+def print_report(outcome: Outcome) -> None:
+    print("chaos run")
+    for name, value in outcome.figures.items():
+        print(f"  {name:28} {value}")
+    if outcome.violations:
+        print(f"INVARIANTS VIOLATED ({len(outcome.violations)}):")
+        for line in outcome.violations[:50]:
+            print(f"  - {line}")
+    else:
+        print("all invariants held")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=300)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--kills", type=int, default=3)
+    parser.add_argument("--clients", type=int, default=3)
+    parser.add_argument("--replicas", type=int, help="API processes (default: 2 on postgres)")
+    parser.add_argument("--max-requests", type=int, default=50000)
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--faults", default=",".join(FAULT_KINDS), help="fault kinds, comma-separated"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a service setting (GPUATLAS_NAME), e.g. MAX_PRICE_FACTOR=1000",
+    )
+    args = parser.parse_args(argv)
+    outcome = run(
+        min(args.seconds, 3600),
+        args.seed,
+        args.db,
+        kills=min(args.kills, 20),
+        clients=min(args.clients, 16),
+        max_requests=args.max_requests,
+        replicas=min(args.replicas, 4) if args.replicas else None,
+        kinds=tuple(k for k in args.faults.split(",") if k in FAULT_KINDS) or FAULT_KINDS,
+        extra_env={f"GPUATLAS_{k.upper()}": v for k, _, v in (s.partition("=") for s in args.set)},
+    )
+    print_report(outcome)
+    if args.json:
+        args.json.write_text(
+            json.dumps({**outcome.figures, "violations": outcome.violations}, indent=2, default=str)
+        )
+    return 1 if outcome.violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
