@@ -9,7 +9,14 @@ from schema.compliance import (
     ExportRuleSet,
     GpuClassification,
 )
-from schema.crawl import CrawlRun, CrawlRunPayload, RawPayload, RejectedRecord, UnmappedName
+from schema.crawl import (
+    CrawlRun,
+    CrawlRunPayload,
+    RawPayload,
+    RejectedRecord,
+    SourceInfo,
+    UnmappedName,
+)
 from schema.fx import FxRate
 from schema.prices import CatalogVersion, Offer, PriceObservation
 from schema.records import OfferRecord
@@ -35,6 +42,7 @@ __all__ = [
     "RawPayload",
     "Region",
     "RejectedRecord",
+    "SourceInfo",
     "Subscription",
     "UnmappedName",
     "metadata",

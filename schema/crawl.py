@@ -81,3 +81,19 @@ class UnmappedName(SQLModel, table=True):
     first_seen_at: datetime = Field(sa_type=UTCDateTime)
     last_seen_at: datetime = Field(sa_type=UTCDateTime)
     last_crawl_run_id: int | None = None
+
+
+class SourceInfo(SQLModel, table=True):
+    """What the service knows of each source, written from the crawler registry by the
+    processes that crawl (seed, scheduler, `db upgrade`), so the API never imports it."""
+
+    __tablename__ = "source_info"
+
+    name: str = Field(primary_key=True, max_length=100)
+    provider: str = Field(max_length=64)
+    kind: str = Field(max_length=16)
+    schedule: str = Field(max_length=16, description="default interval, e.g. 1h")
+    credential: str | None = Field(default=None, max_length=64)
+    parser_version: str | None = Field(default=None, max_length=32)
+    docs_url: str | None = Field(default=None, max_length=500)
+    updated_at: datetime = Field(sa_type=UTCDateTime)

@@ -125,8 +125,11 @@ def db_upgrade(revision: Annotated[str, typer.Argument()] = "head") -> None:
     """Migrate the database to REVISION (default: head)."""
     from service.migrate import upgrade
 
-    engine(migrated=False)
     upgrade(settings().database_url, revision)
+    if revision == "head":
+        from service.sources import sync_sources
+
+        sync_sources(engine())
     err.print(f"database at {revision}")
 
 
@@ -313,11 +316,12 @@ def sources_cmd(fmt: FormatOpt = Format.table) -> None:
     """Every source: provider, kind, schedule, last run and when the next one is due."""
     from crawlers.registry import all_sources as registry
     from service.queries import last_runs
-    from service.scheduler import next_runs
+    from service.schedules import next_runs
 
     with engine().connect() as conn:
         runs = last_runs(conn)
-    schedule = next_runs(settings(), {n: r["started_at"] for n, r in runs.items()})
+    defaults = {name: getattr(cls, "schedule", "6h") for name, cls in registry().items()}
+    schedule = next_runs(settings(), defaults, {n: r["started_at"] for n, r in runs.items()})
     rows = []
     for name, cls in registry().items():
         last = runs.get(name)

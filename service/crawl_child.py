@@ -22,12 +22,10 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine, select, update
 
-from crawlers.registry import get_source
 from schema.crawl import CrawlRun
 from schema.enums import CrawlStatus
 from schema.types import utcnow
 from service.config import PROJECT_ROOT, Settings
-from service.crawl import crawl_source
 from service.db import writer
 from service.ingest import start_crawl_run
 
@@ -52,6 +50,8 @@ class ChildOutcome:
 
 def start_run(engine: Engine, name: str, trigger: str) -> int:
     """Create the crawl run a child will fill (the parent can always close it)."""
+    from crawlers.registry import get_source  # the scheduler's side; the API uses its table
+
     source_cls = get_source(name)
     return start_crawl_run(
         engine, name, trigger=trigger, parser_version=getattr(source_cls, "parser_version", None)
@@ -139,6 +139,8 @@ def _status(engine: Engine, run_id: int) -> tuple[str, str | None]:
 
 def crawl_into_run(engine: Engine, settings: Settings, name: str, run_id: int, trigger: str) -> str:
     """What the child does: :func:`service.crawl.crawl_source`, into an existing run."""
+    from service.crawl import crawl_source  # only in the child: it imports the crawlers
+
     try:
         return crawl_source(engine, settings, name, trigger=trigger, crawl_run_id=run_id).label
     except Exception as exc:  # recorded on the run by crawl_source; report, don't crash

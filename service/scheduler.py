@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import fcntl
 import logging
-import re
 import threading
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,10 +24,10 @@ from crawlers.registry import all_sources
 from schema.types import utcnow
 from service.config import Settings
 from service.queries import last_good_crawls
+from service.schedules import intervals, parse_interval  # noqa: F401 (re-exported)
+from service.sources import sync_sources
 
 log = logging.getLogger("gpuatlas.scheduler")
-INTERVAL_RE = re.compile(r"^(\d+)\s*([smhd])$")
-UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 LEADER_LOCK_KEY = 0x67707562  # "gpub"
 
 
@@ -36,40 +35,10 @@ class SchedulerLockError(RuntimeError):
     """Another scheduler already runs on this database."""
 
 
-def parse_interval(value: str) -> int:
-    match = INTERVAL_RE.match(value.strip().lower())
-    if not match:
-        raise ValueError(f"bad schedule {value!r}: use e.g. 10m, 1h, 6h, 1d")
-    seconds = int(match.group(1)) * UNIT_SECONDS[match.group(2)]
-    if seconds < 10:
-        raise ValueError(f"schedule {value!r} is shorter than 10 s")
-    return seconds
-
-
 def source_schedules(settings: Settings) -> dict[str, int]:
     """Source name -> interval in seconds (configuration overrides the source default)."""
-    schedules = {}
-    for name, cls in all_sources().items():
-        configured = settings.schedules.get(name)
-        if configured == "off":
-            continue
-        schedules[name] = parse_interval(str(configured or getattr(cls, "schedule", "6h")))
-    return schedules
-
-
-def next_runs(settings: Settings, last_started: dict[str, datetime]) -> dict[str, Any]:
-    """Each source's interval (seconds, None when off) and the next run it is due.
-
-    The due time is the last run's start plus the interval (the scheduler adds up to 10 %
-    jitter); a source never crawled is due when a scheduler starts."""
-    schedules = source_schedules(settings)
-    overview: dict[str, Any] = {}
-    for name in all_sources():
-        seconds = schedules.get(name)
-        previous = last_started.get(name)
-        due = previous + timedelta(seconds=seconds) if seconds and previous else None
-        overview[name] = {"interval_seconds": seconds, "next_run_due": due}
-    return overview
+    defaults = {name: getattr(cls, "schedule", "6h") for name, cls in all_sources().items()}
+    return intervals(settings, defaults)
 
 
 def build_scheduler(
@@ -178,6 +147,10 @@ class Leader:
         return self.scheduler is not None
 
     def start(self) -> None:
+        try:
+            sync_sources(self.engine)  # the API reads source metadata from the database
+        except Exception:  # stale metadata must not keep the scheduler from running
+            log.exception("could not sync source metadata")
         if self.engine.dialect.name == "sqlite":
             self._sqlite_lock = SqliteSchedulerLock(self.settings.database_url)
             self._sqlite_lock.acquire()

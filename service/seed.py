@@ -17,6 +17,7 @@ from service.config import FIXTURES_DIR, REFERENCE_DIR, Settings
 from service.crawl import CrawlReport, crawl_source
 from service.reference import load_reference
 from service.snapshot import ingest_jsonl
+from service.sources import sync_sources
 
 SEED_SUFFIXES = {".json", ".xml", ".html", ".htm", ".csv", ".zip", ".jsonl"}
 NOT_SEED_PREFIXES = ("bad", "broken", "error", "invalid", "truncated", "robots", "_")
@@ -46,6 +47,7 @@ def seed_catalog(
 ) -> list[CrawlReport]:
     """Seed everything; ``on_source(name, done, total)`` reports progress."""
     load_reference(engine, REFERENCE_DIR)
+    sync_sources(engine)
     reports: list[CrawlReport] = []
     sources = all_sources()
     ordered = sorted(sources, key=lambda n: (getattr(sources[n], "kind", "") != "fx", n))

@@ -117,8 +117,10 @@ def test_post_run_triggers_a_crawl_now(
 
     from service.alerts.keys import create_api_key
     from service.api.main import create_app
+    from service.sources import sync_sources
 
     server.route(ROUTE, Reply.file(FILE))
+    sync_sources(sqlite_engine)  # written by seed/scheduler/db upgrade; read by the API
     settings = Settings(database_url=sqlite_url, environment="test", _env_file=None)  # type: ignore[call-arg]
     app = create_app(crawl_settings(settings, server, scheduler_enabled=False))
     headers = {"X-API-Key": create_api_key(sqlite_engine, "ops").key}

@@ -6,7 +6,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from crawlers.registry import all_sources
 from schema.api import ChangesPage, DiffPage, VersionPublic
 from service.api import cursor as cursors
 from service.api.deps import ConnDep, SettingsDep, VersionDep, cache, reject_unknown_params
@@ -14,7 +13,8 @@ from service.api.params import invalid
 from service.api.problems import Problem
 from service.api.serialize import change_public
 from service.queries import change_feed, current_version, diff_versions, last_runs, list_versions
-from service.scheduler import next_runs
+from service.schedules import next_runs
+from service.sources import list_sources
 
 router = APIRouter(prefix="/v1", tags=["catalog"])
 
@@ -123,7 +123,12 @@ def changes(
 @router.get("/sources", dependencies=[Depends(reject_unknown_params(set()))])
 def sources(conn: ConnDep, version: VersionDep, settings: SettingsDep) -> list[dict[str, Any]]:
     runs = last_runs(conn)
-    schedule = next_runs(settings, {n: r["started_at"] for n, r in runs.items()})
+    known = list_sources(conn)
+    schedule = next_runs(
+        settings,
+        {name: info["schedule"] for name, info in known.items()},
+        {name: run["started_at"] for name, run in runs.items()},
+    )
     keys = (
         "id",
         "status",
@@ -138,14 +143,14 @@ def sources(conn: ConnDep, version: VersionDep, settings: SettingsDep) -> list[d
         "unmapped",
     )
     result = []
-    for name, cls in all_sources().items():
+    for name, info in known.items():
         last = runs.get(name)
         result.append(
             {
                 "name": name,
-                "provider": getattr(cls, "provider", None),
-                "kind": getattr(cls, "kind", None),
-                "schedule": getattr(cls, "schedule", None),
+                "provider": info["provider"],
+                "kind": info["kind"],
+                "schedule": info["schedule"],
                 **schedule.get(name, {}),
                 "last_run": {k: last[k] for k in keys} if last else None,
             }

@@ -21,10 +21,14 @@ from schema.types import utcnow
 from service.api.auth import ApiKeyDep
 from service.api.deps import SettingsDep, get_engine
 from service.api.problems import Problem
+from service.ingest import start_crawl_run
+from service.sources import list_sources
 
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]
 router = APIRouter(prefix="/v1", tags=["catalog"])
-SourceName = Annotated[str, Path(min_length=1, max_length=100, pattern=r"^[a-z0-9_]+$")]
+SourceName = Annotated[
+    str, Path(min_length=1, max_length=100, pattern=r"^[a-z0-9][a-z0-9._:-]{0,99}$")
+]
 
 
 @router.post(
@@ -39,10 +43,11 @@ def run_source(
     settings: SettingsDep,
 ) -> JSONResponse:
     """Start a crawl of ``name`` now; 409 while one of that source is still running."""
-    from crawlers.registry import all_sources  # discovery only; the crawl runs in a child
-    from service.crawl_child import run_crawl_in_child, start_run
+    from service.crawl_child import run_crawl_in_child  # spawns a child; imports no crawler
 
-    if name not in all_sources():
+    with engine.connect() as conn:
+        info = list_sources(conn).get(name)
+    if info is None:
         raise Problem(404, "Not found", f"no source named {name!r}", kind="not-found")
     recent = utcnow() - timedelta(seconds=settings.crawl_timeout_seconds + 60)
     with engine.connect() as conn:
@@ -59,7 +64,7 @@ def run_source(
         raise Problem(
             409, "Conflict", f"crawl run {running} of {name} is still running", kind="conflict"
         )
-    run_id = start_run(engine, name, trigger="api")
+    run_id = start_crawl_run(engine, name, trigger="api", parser_version=info["parser_version"])
     threading.Thread(
         target=run_crawl_in_child,
         args=(engine, settings, name),
