@@ -1152,50 +1152,40 @@ def list_regions(
     return [dict(r) for r in conn.execute(stmt).mappings()]
 
 
+RUN_SUMMARY_COLUMNS = (
+    RUN.c.id,
+    RUN.c.source,
+    RUN.c.status,
+    RUN.c.reason,
+    RUN.c.parser_version,
+    RUN.c.started_at,
+    RUN.c.finished_at,
+    RUN.c.seen,
+    RUN.c.added,
+    RUN.c.changed,
+    RUN.c.withdrawn,
+    RUN.c.rejected,
+    RUN.c.unmapped,
+    RUN.c.catalog_version,
+)
+"""What every listing of crawl runs shows (CLI, API, web page)."""
+
+
 def list_crawl_runs(
     conn: Connection, source: str | None = None, limit: int = 50
 ) -> list[dict[str, Any]]:
-    stmt = (
-        select(
-            RUN.c.id,
-            RUN.c.source,
-            RUN.c.status,
-            RUN.c.reason,
-            RUN.c.started_at,
-            RUN.c.finished_at,
-            RUN.c.seen,
-            RUN.c.added,
-            RUN.c.changed,
-            RUN.c.withdrawn,
-            RUN.c.rejected,
-            RUN.c.unmapped,
-            RUN.c.catalog_version,
-        )
-        .order_by(RUN.c.id.desc())
-        .limit(limit)
-    )
+    stmt = select(*RUN_SUMMARY_COLUMNS).order_by(RUN.c.id.desc()).limit(limit)
     if source:
         stmt = stmt.where(RUN.c.source == source)
     return [dict(row) for row in conn.execute(stmt).mappings()]
 
 
-def last_runs(conn: Connection) -> dict[str, dict[str, Any]]:
-    """The latest crawl run of each source."""
+def last_runs(conn: Connection, sources: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
+    """The latest crawl run of each source (of ``sources`` only, when given), by name."""
     latest = select(func.max(RUN.c.id)).group_by(RUN.c.source)
-    stmt = select(
-        RUN.c.id,
-        RUN.c.source,
-        RUN.c.status,
-        RUN.c.reason,
-        RUN.c.started_at,
-        RUN.c.finished_at,
-        RUN.c.seen,
-        RUN.c.added,
-        RUN.c.changed,
-        RUN.c.withdrawn,
-        RUN.c.rejected,
-        RUN.c.unmapped,
-    ).where(RUN.c.id.in_(latest))
+    if sources is not None:
+        latest = latest.where(RUN.c.source.in_(sorted(set(sources))))
+    stmt = select(*RUN_SUMMARY_COLUMNS).where(RUN.c.id.in_(latest))
     return {r["source"]: dict(r) for r in conn.execute(stmt).mappings()}
 
 

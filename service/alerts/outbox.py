@@ -119,36 +119,11 @@ def summarize(diff: _Diff, observations: list[tuple[Any, ...]]) -> list[OfferCha
     memory_at, country_at = ATTRIBUTES.index("gpu_memory_gb"), ATTRIBUTES.index("country")
     metal_at = ATTRIBUTES.index("bare_metal")
     changes: list[OfferChange] = []
-    for position, (record, attributes, _) in enumerate(diff.added):
-        obs = observations[position]
-        changes.append(
-            OfferChange(
-                "added",
-                obs[offer_at],
-                record.source,
-                record.provider,
-                record.sku,
-                record.region,
-                record.price_kind,
-                record.unit,
-                attributes[gpu_at],
-                attributes[country_at],
-                attributes[count_at],
-                attributes[memory_at],
-                attributes[metal_at],
-                record.currency,
-                record.amount,
-                obs[usd_at],
-            )
-        )
-    start = len(diff.added)
-    repriced = [("changed", item) for item in diff.changed]
-    repriced += [("reopened", item) for item in diff.reopened]
-    for position, (kind, (old, record, attributes, _)) in enumerate(repriced, start):
-        usd = observations[position][usd_at]
-        change = OfferChange(
+
+    def change_of(kind: str, offer_id: int, record: Any, attributes: Any, usd: Any) -> OfferChange:
+        return OfferChange(
             kind,
-            old.id,
+            offer_id,
             record.source,
             record.provider,
             record.sku,
@@ -164,6 +139,16 @@ def summarize(diff: _Diff, observations: list[tuple[Any, ...]]) -> list[OfferCha
             record.amount,
             usd,
         )
+
+    for position, (record, attributes, _) in enumerate(diff.added):
+        obs = observations[position]
+        changes.append(change_of("added", obs[offer_at], record, attributes, obs[usd_at]))
+    start = len(diff.added)
+    repriced = [("changed", item) for item in diff.changed]
+    repriced += [("reopened", item) for item in diff.reopened]
+    for position, (kind, (old, record, attributes, _)) in enumerate(repriced, start):
+        usd = observations[position][usd_at]
+        change = change_of(kind, old.id, record, attributes, usd)
         if kind == "changed":
             change.old_amount, change.old_currency = old.amount, old.currency
             # Same FX rate on both sides: a currency move is not a price change.

@@ -13,26 +13,11 @@ from service.queries import (
     OFFER,
     PROVIDER,
     RUN,
+    RUN_SUMMARY_COLUMNS,
     ComplianceSets,
     OfferFilters,
     base_query,
-)
-
-RUN_COLUMNS = (
-    RUN.c.id,
-    RUN.c.source,
-    RUN.c.status,
-    RUN.c.reason,
-    RUN.c.parser_version,
-    RUN.c.started_at,
-    RUN.c.finished_at,
-    RUN.c.seen,
-    RUN.c.added,
-    RUN.c.changed,
-    RUN.c.withdrawn,
-    RUN.c.rejected,
-    RUN.c.unmapped,
-    RUN.c.catalog_version,
+    last_runs,
 )
 
 
@@ -55,7 +40,7 @@ def runs_by_ids(conn: Connection, ids: Iterable[int | None]) -> list[dict[str, A
     wanted = sorted({i for i in ids if i is not None})
     if not wanted:
         return []
-    stmt = select(*RUN_COLUMNS).where(RUN.c.id.in_(wanted)).order_by(RUN.c.id)
+    stmt = select(*RUN_SUMMARY_COLUMNS).where(RUN.c.id.in_(wanted)).order_by(RUN.c.id)
     return [dict(r) for r in conn.execute(stmt).mappings()]
 
 
@@ -66,13 +51,9 @@ def provider_sources(conn: Connection, provider: str) -> list[str]:
 
 
 def latest_runs_of(conn: Connection, sources: Iterable[str]) -> list[dict[str, Any]]:
-    """The latest crawl run of each of ``sources`` that has run (one query)."""
-    names = sorted(set(sources))
-    if not names:
-        return []
-    latest = select(func.max(RUN.c.id)).where(RUN.c.source.in_(names)).group_by(RUN.c.source)
-    stmt = select(*RUN_COLUMNS).where(RUN.c.id.in_(latest)).order_by(RUN.c.source)
-    return [dict(r) for r in conn.execute(stmt).mappings()]
+    """The latest crawl run of each of ``sources`` that has run, by source name."""
+    runs = last_runs(conn, sources)
+    return [runs[name] for name in sorted(runs)]
 
 
 def cert_schemes(conn: Connection) -> list[str]:
