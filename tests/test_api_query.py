@@ -390,8 +390,13 @@ def test_reference_endpoints(client: TestClient) -> None:
     assert client.get("/v1/providers/ovhcloud").json()["hq_country"] == "FR"
     assert client.get("/v1/providers/nope").status_code == 404
     assert client.get("/v1/regions", params={"country": "fr"}).status_code == 200
-    sources = client.get("/v1/sources").json()
-    assert isinstance(sources, list)
+    from service.sources import sync_sources
+
+    assert client.get("/v1/sources").json() == []  # nothing synced yet: the API only reads
+    sync_sources(client.engine)  # type: ignore[attr-defined]
+    sources = {s["name"]: s for s in client.get("/v1/sources").json()}
+    assert sources["aws"]["provider"] == "aws" and sources["aws"]["interval_seconds"] == 86400
+    assert sources["ecb"]["kind"] == "fx" and sources["ecb"]["last_run"] is None
 
 
 def test_etag_304_and_cache_control(client: TestClient) -> None:
