@@ -69,6 +69,8 @@ class EventType(StrEnum):
     above = "above"
     new_offer = "new_offer"
     withdrawn = "withdrawn"
+    cert_gained = "cert_gained"
+    cert_lost = "cert_lost"
 
 
 class EventStatus(StrEnum):
@@ -87,6 +89,32 @@ Country = Annotated[str, StringConstraints(pattern=r"^[A-Za-z]{2}$")]
 Count = Annotated[Decimal, PydField(ge=0, le=1024)]
 Usd = Annotated[Decimal, PydField(gt=0, le=1_000_000)]
 Pct = Annotated[Decimal, PydField(gt=0, le=1000)]
+
+CERT_SCHEMES = (
+    "iso27001",
+    "soc2_type2",
+    "hds",
+    "c5",
+    "iso27017",
+    "iso27018",
+    "pci_dss",
+    "hipaa",
+    "fedramp",
+)
+"""Certification schemes a subscription may name (the schemes of ``certifications.yaml``)."""
+CertScheme = Literal[
+    "iso27001",
+    "soc2_type2",
+    "hds",
+    "c5",
+    "iso27017",
+    "iso27018",
+    "pci_dss",
+    "hipaa",
+    "fedramp",
+]
+CertWatch = Literal[True] | CertScheme
+CERT_CONDITIONS = ("cert_gained", "cert_lost")
 
 
 class SubscriptionFilters(BaseModel):
@@ -142,6 +170,27 @@ class Condition(BaseModel):
         default=None, description="a matching offer appeared"
     )
     withdrawn: Literal[True] | None = PydField(default=None, description="a matching offer is gone")
+    cert_gained: CertWatch | None = PydField(
+        default=None,
+        description="the provider now holds this certification (a scheme such as iso27001, "
+        "or true for any scheme)",
+    )
+    cert_lost: CertWatch | None = PydField(
+        default=None,
+        description="the provider no longer holds this certification (a scheme, or true for any)",
+    )
+
+    @field_validator("cert_gained", "cert_lost", mode="before")
+    @classmethod
+    def _known_scheme(cls, value: Any) -> Any:
+        if value is None or value is True:
+            return value
+        if isinstance(value, str) and value.strip().lower() in CERT_SCHEMES:
+            return value.strip().lower()
+        raise ValueError(
+            f"unknown certification {str(value)[:64]!r}: give true (any) or one of "
+            + ", ".join(CERT_SCHEMES)
+        )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Condition:
@@ -149,7 +198,8 @@ class Condition(BaseModel):
         if len(given) != 1:
             raise ValueError(
                 "give exactly one of price_drop_pct, price_rise_pct, below_usd_per_gpu_hour, "
-                f"above_usd_per_gpu_hour, new_offer, withdrawn (got {len(given)})"
+                "above_usd_per_gpu_hour, new_offer, withdrawn, cert_gained, cert_lost "
+                f"(got {len(given)})"
             )
         return self
 
@@ -161,6 +211,12 @@ class Condition(BaseModel):
     def threshold(self) -> Decimal | None:
         value = getattr(self, self.kind)
         return value if isinstance(value, Decimal) else None
+
+    @property
+    def scheme(self) -> str | None:
+        """The certification scheme a cert condition watches (None: any scheme)."""
+        value = getattr(self, self.kind)
+        return value if isinstance(value, str) else None
 
 
 class SubscriptionCreate(BaseModel):

@@ -33,6 +33,7 @@ from sqlalchemy import Engine, bindparam, select, update
 
 from schema.alerts import AlertEvent, Channel, EventStatus, Subscription
 from schema.types import utcnow
+from service.alerts.certs import enqueue_certification_validity
 from service.alerts.ssrf import UnsafeUrl, check_url_async
 from service.config import Settings
 from service.db import writer
@@ -105,7 +106,9 @@ def run_dispatcher_once(
     clock: Callable[[], datetime] = utcnow,
     rng: random.Random | None = None,
 ) -> DispatchReport:
-    """Claim, deliver and record one batch of due webhook events."""
+    """Raise due certification validity events, then claim, deliver and record one batch
+    of due webhook events."""
+    enqueue_certification_validity(engine, clock())
     deliveries = _claim(engine, settings, clock())
     report = DispatchReport(claimed=len(deliveries))
     if not deliveries:

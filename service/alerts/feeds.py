@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import Connection, Float, Select, cast, or_, select
 from sqlalchemy.orm import aliased
 
-from schema.alerts import SubscriptionFilters
+from schema.alerts import CERT_CONDITIONS, SubscriptionFilters
 from schema.catalog import GpuModel
 from schema.enums import OfferStatus
 from schema.prices import CatalogVersion, Offer, PriceObservation
@@ -27,6 +27,13 @@ EVENT_TITLES = {
     "above": "Above threshold",
     "new_offer": "New offer",
     "withdrawn": "Withdrawn",
+    "cert_gained": "Certification gained",
+    "cert_lost": "Certification lost",
+}
+CERT_REASONS = {
+    "reference_load": "reference data load",
+    "valid_from": "certificate took effect",
+    "valid_to": "certificate expired",
 }
 
 
@@ -167,9 +174,36 @@ def recent_changes(
     return entries, latest
 
 
+def _cert_entry(event: dict[str, Any], base_url: str) -> Entry:
+    payload = event["payload"] or {}
+    cert = payload.get("certification") or payload.get("previous") or {}
+    provider = payload.get("provider") or cert.get("provider") or "?"
+    scheme = cert.get("scheme", "?")
+    head = EVENT_TITLES.get(event["event_type"], event["event_type"])
+    regions = cert.get("regions")
+    scope = f"regions {', '.join(regions)}" if regions else "all regions"
+    validity = f"{cert.get('valid_from') or '…'} to {cert.get('valid_to') or '…'}"
+    content = (
+        f"{provider} {scheme}: status {cert.get('status', '?')}, {scope}, valid {validity}"
+        + (f", evidence {cert['evidence_url']}" if cert.get("evidence_url") else "")
+        + f". Cause: {CERT_REASONS.get(payload.get('reason', ''), payload.get('reason', '?'))}."
+    )
+    return Entry(
+        id=f"{TAG_AUTHORITY}event:{event['idempotency_key']}",
+        title=f"{head}: {provider} {scheme}",
+        updated=event["created_at"],
+        link=f"{base_url}/v1/providers/{provider}",
+        content=content,
+        category=event["event_type"],
+    )
+
+
 def event_entries(events: list[dict[str, Any]], base_url: str) -> list[Entry]:
     entries = []
     for event in events:
+        if event["event_type"] in CERT_CONDITIONS:
+            entries.append(_cert_entry(event, base_url))
+            continue
         payload = event["payload"] or {}
         offer = payload.get("offer") or {}
         price = payload.get("price") or {}

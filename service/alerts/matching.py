@@ -65,6 +65,11 @@ class OfferChange:
     old_currency: str | None = None
     old_gpu_hour_usd: Decimal | None = None
 
+    @classmethod
+    def of_row(cls, kind: str, row: Any) -> OfferChange:
+        """From a row of the offer columns in field order (offer_id .. gpu_hour_usd)."""
+        return cls(kind, *row)
+
     @property
     def change_pct(self) -> Decimal | None:
         """Relative change of the quoted price in %, when comparable."""
@@ -91,6 +96,38 @@ class Compiled:
     min_gpu_memory_gb: Decimal | None
     bare_metal: bool | None
     max_price: Decimal | None
+    scheme: str | None = None
+    """cert conditions: the certification scheme watched (None: any)"""
+
+    @property
+    def offer_filtered(self) -> bool:
+        """Whether any filter other than ``provider`` looks at offers."""
+        return any(
+            value is not None
+            for value in (
+                self.gpus,
+                self.source,
+                self.region,
+                self.country,
+                self.not_country,
+                self.price_kind,
+                self.min_gpus,
+                self.max_gpus,
+                self.min_gpu_memory_gb,
+                self.bare_metal,
+                self.max_price,
+            )
+        )
+
+    def selects(self, c: OfferChange) -> bool:
+        """Every filter, the indexed ones (gpu, provider, price kind) included."""
+        if self.gpus is not None and c.gpu_slug not in self.gpus:
+            return False
+        if self.provider is not None and c.provider != self.provider:
+            return False
+        if self.price_kind is not None and c.price_kind != self.price_kind:
+            return False
+        return self.accepts(c)
 
     def accepts(self, c: OfferChange) -> bool:
         """The filters (gpu, provider and price kind were settled by the index)."""
@@ -170,6 +207,7 @@ def compile_subscription(
         min_gpu_memory_gb=filters.min_gpu_memory_gb,
         bare_metal=filters.bare_metal,
         max_price=filters.max_price_per_gpu_hour,
+        scheme=condition.scheme,
     )
 
 
@@ -229,8 +267,9 @@ class SubscriptionIndex:
                         yield sub, change, event
 
 
-def load_index(conn: Connection) -> SubscriptionIndex:
-    """Compile every live subscription (stored bodies were validated when created)."""
+def load_compiled(conn: Connection, conditions: Iterable[str] | None = None) -> list[Compiled]:
+    """Compile the live subscriptions (stored bodies were validated when created), those
+    with one of ``conditions`` only when given."""
     rows = conn.execute(
         select(
             SUBSCRIPTION.c.id,
@@ -239,8 +278,11 @@ def load_index(conn: Connection) -> SubscriptionIndex:
             SUBSCRIPTION.c.condition,
         ).where(SUBSCRIPTION.c.deleted_at.is_(None))
     ).all()
+    if conditions is not None:
+        wanted = set(conditions)
+        rows = [row for row in rows if isinstance(row[3], dict) and wanted & row[3].keys()]
     if not rows:
-        return SubscriptionIndex(())
+        return []
     families = gpu_families(conn)
     compiled = []
     for sub_id, channel, filters, condition in rows:
@@ -252,7 +294,12 @@ def load_index(conn: Connection) -> SubscriptionIndex:
         except ValidationError:
             continue  # never let one stored oddity stop an ingest
         compiled.append(compile_subscription(sub_id, channel, *parsed, families))
-    return SubscriptionIndex(compiled)
+    return compiled
+
+
+def load_index(conn: Connection) -> SubscriptionIndex:
+    """Every live subscription with an offer condition, indexed."""
+    return SubscriptionIndex(load_compiled(conn))
 
 
 def describe(change: OfferChange) -> dict[str, Any]:

@@ -184,5 +184,5 @@ def _withdrawals(conn: Connection, offer_ids: list[int]) -> list[OfferChange]:
             .where(OFFER.c.id.in_(offer_ids[begin : begin + CHUNK]))
         )
         for row in conn.execute(stmt):
-            changes.append(OfferChange("withdrawn", *row))
+            changes.append(OfferChange.of_row("withdrawn", row))
     return changes

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hmac
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import ValidationError
@@ -20,7 +20,7 @@ from service.api.problems import Problem
 
 router = APIRouter(prefix="/v1", tags=["feeds"])
 FILTER_PARAMS = set(SubscriptionFilters.model_fields)
-ATOM = {200: {"content": {"application/atom+xml": {}}}}
+ATOM: dict[int | str, dict[str, Any]] = {200: {"content": {"application/atom+xml": {}}}}
 
 
 def _base(request: Request) -> str:
@@ -49,7 +49,7 @@ def _filters(request: Request) -> SubscriptionFilters:
 @router.get(
     "/changes.atom",
     response_class=Response,
-    responses=ATOM,  # type: ignore[arg-type]
+    responses=ATOM,
     dependencies=[Depends(reject_unknown_params(FILTER_PARAMS | {"limit"}))],
 )
 def changes_feed(
@@ -77,7 +77,7 @@ def changes_feed(
 @router.get(
     "/subscriptions/{subscription_id}/feed.atom",
     response_class=Response,
-    responses=ATOM,  # type: ignore[arg-type]
+    responses=ATOM,
     dependencies=[Depends(reject_unknown_params({"token", "limit"}))],
 )
 def subscription_feed(
