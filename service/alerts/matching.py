@@ -9,6 +9,8 @@ candidates found there, instead of testing every subscription.
 
 from __future__ import annotations
 
+import re
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -20,10 +22,18 @@ from sqlalchemy import Connection, select
 
 from schema.alerts import Condition, EventType, Subscription, SubscriptionFilters
 from schema.catalog import GpuModel
+from schema.enums import PriceKind
 
 SUBSCRIPTION = Subscription.__table__  # type: ignore[attr-defined]
 GPU = GpuModel.__table__  # type: ignore[attr-defined]
 HUNDRED = Decimal(100)
+# Plain strings (an enum member lookup per match is measurable at 10^5 matches).
+PRICE_DROP = EventType.price_drop.value
+PRICE_RISE = EventType.price_rise.value
+BELOW = EventType.below.value
+ABOVE = EventType.above.value
+NEW_OFFER = EventType.new_offer.value
+WITHDRAWN = EventType.withdrawn.value
 
 # Change kinds (what ingest did to an offer) -> condition kinds that can fire on them.
 CONDITIONS_BY_CHANGE = {
@@ -152,31 +162,30 @@ class Compiled:
         limit = self.max_price
         return limit is None or (c.gpu_hour_usd is not None and c.gpu_hour_usd <= limit)
 
-    def fires(self, c: OfferChange) -> EventType | None:
-        """The event this change raises for this subscription, if any."""
+    def fires(self, c: OfferChange, pct: Decimal | None = None) -> str | None:
+        """The event type this change raises for this subscription, if any (``pct``:
+        ``c.change_pct``, computed once per change by the caller)."""
         kind, limit = self.condition, self.threshold
         if kind == "price_drop_pct":
-            pct = c.change_pct
-            return EventType.price_drop if pct is not None and -pct >= limit else None  # type: ignore[operator]
+            return PRICE_DROP if pct is not None and -pct >= limit else None  # type: ignore[operator]
         if kind == "price_rise_pct":
-            pct = c.change_pct
-            return EventType.price_rise if pct is not None and pct >= limit else None  # type: ignore[operator]
+            return PRICE_RISE if pct is not None and pct >= limit else None  # type: ignore[operator]
         if kind == "below_usd_per_gpu_hour":
             new, old = c.gpu_hour_usd, c.old_gpu_hour_usd
             if new is None or new >= limit:  # type: ignore[operator]
                 return None
             crossed = c.kind != "changed" or old is None or old >= limit  # type: ignore[operator]
-            return EventType.below if crossed else None
+            return BELOW if crossed else None
         if kind == "above_usd_per_gpu_hour":
             new, old = c.gpu_hour_usd, c.old_gpu_hour_usd
             if new is None or new <= limit:  # type: ignore[operator]
                 return None
             crossed = c.kind != "changed" or old is None or old <= limit  # type: ignore[operator]
-            return EventType.above if crossed else None
+            return ABOVE if crossed else None
         if kind == "new_offer":
-            return EventType.new_offer
+            return NEW_OFFER
         if kind == "withdrawn":
-            return EventType.withdrawn
+            return WITHDRAWN
         return None
 
 
@@ -222,49 +231,121 @@ def gpu_families(conn: Connection) -> dict[str, frozenset[str]]:
 IndexKey = tuple[str | None, str | None, str | None]
 
 
+EVENT_OF = {
+    "price_drop_pct": PRICE_DROP,
+    "price_rise_pct": PRICE_RISE,
+    "below_usd_per_gpu_hour": BELOW,
+    "above_usd_per_gpu_hour": ABOVE,
+    "new_offer": NEW_OFFER,
+    "withdrawn": WITHDRAWN,
+}
+
+
+Range = tuple[Decimal | None, bool, Decimal | None, bool]
+"""Thresholds from ``low`` to ``high`` (each included or not; ``None``: unbounded)."""
+EVERY: Range = (None, False, None, False)
+
+
+@dataclass(slots=True)
+class Bucket:
+    """Subscriptions of one condition under one key, in ascending threshold order."""
+
+    limits: list[Decimal]
+    subs: list[Compiled]
+
+
 class SubscriptionIndex:
-    """Live subscriptions, filed by change kind and (gpu, provider, price kind)."""
+    """Live subscriptions with an offer condition, filed by condition and (gpu, provider,
+    price kind), each bucket sorted by threshold.
+
+    A change consults only the conditions it can fire (a price that fell cannot fire a
+    rise) and, within a bucket, only the threshold range that fires (bisection): the
+    result is exactly that of testing :meth:`Compiled.fires` and :meth:`Compiled.accepts`
+    on every subscription, at a fraction of the cost."""
 
     def __init__(self, compiled: Iterable[Compiled]) -> None:
         self.size = 0
-        self._by_change: dict[str, dict[IndexKey, list[Compiled]]] = {
-            kind: defaultdict(list) for kind in CONDITIONS_BY_CHANGE
-        }
+        filed: dict[str, dict[IndexKey, list[Compiled]]] = {c: defaultdict(list) for c in EVENT_OF}
         for sub in compiled:
+            table = filed.get(sub.condition)
+            if table is None:
+                continue  # not an offer condition (certifications)
             self.size += 1
-            for change_kind, conditions in CONDITIONS_BY_CHANGE.items():
-                if sub.condition not in conditions:
-                    continue
-                table = self._by_change[change_kind]
-                for gpu in sub.gpus if sub.gpus is not None else (None,):
-                    table[(gpu, sub.provider, sub.price_kind)].append(sub)
-        self._by_change = {k: dict(v) for k, v in self._by_change.items()}
+            for gpu in sub.gpus if sub.gpus is not None else (None,):
+                table[(gpu, sub.provider, sub.price_kind)].append(sub)
+        self._tables: dict[str, dict[IndexKey, Bucket]] = {}
+        for condition, table in filed.items():
+            buckets = {}
+            for key, subs in table.items():
+                subs.sort(key=lambda s: (s.threshold or 0, s.id))
+                buckets[key] = Bucket([s.threshold or Decimal(0) for s in subs], subs)
+            self._tables[condition] = buckets
 
     @property
     def wants_withdrawals(self) -> bool:
-        return bool(self._by_change["withdrawn"])
+        return bool(self._tables["withdrawn"])
 
-    def candidates(self, change: OfferChange) -> Iterator[Compiled]:
-        table = self._by_change[change.kind]
-        if not table:
-            return
-        get = table.get
-        for gpu in (change.gpu_slug, None) if change.gpu_slug is not None else (None,):
-            for provider in (change.provider, None):
-                for price_kind in (change.price_kind, None):
-                    found = get((gpu, provider, price_kind))
-                    if found:
-                        yield from found
+    @staticmethod
+    def _ranges(c: OfferChange, pct: Decimal | None) -> list[tuple[str, Range]]:
+        """The conditions a change can fire, each with the threshold range that fires
+        (the ends exactly as :meth:`Compiled.fires` compares)."""
+        if c.kind == "withdrawn":
+            return [("withdrawn", EVERY)]
+        new, old = c.gpu_hour_usd, c.old_gpu_hour_usd
+        out: list[tuple[str, Range]] = []
+        if c.kind == "changed":
+            if pct is not None and pct < 0:
+                out.append(("price_drop_pct", (None, False, -pct, True)))  # t <= -pct
+            if pct is not None and pct > 0:
+                out.append(("price_rise_pct", (None, False, pct, True)))  # t <= pct
+            if new is not None and old is not None:
+                if new < old:
+                    out.append(("below_usd_per_gpu_hour", (new, False, old, True)))  # new<t<=old
+                if new > old:
+                    out.append(("above_usd_per_gpu_hour", (old, True, new, False)))  # old<=t<new
+                return out
+        else:
+            out.append(("new_offer", EVERY))
+        if new is not None:  # a first price (or no comparable old one)
+            out.append(("below_usd_per_gpu_hour", (new, False, None, False)))  # new < t
+            out.append(("above_usd_per_gpu_hour", (None, False, new, False)))  # t < new
+        return out
 
-    def match(
-        self, changes: Iterable[OfferChange]
-    ) -> Iterator[tuple[Compiled, OfferChange, EventType]]:
+    @staticmethod
+    def _slice(bucket: Bucket, bounds: Range) -> list[Compiled]:
+        low, low_included, high, high_included = bounds
+        limits = bucket.limits
+        begin = 0
+        if low is not None:
+            begin = (bisect_left if low_included else bisect_right)(limits, low)
+        end = len(limits)
+        if high is not None:
+            end = (bisect_right if high_included else bisect_left)(limits, high)
+        return bucket.subs[begin:end]
+
+    def match(self, changes: Iterable[OfferChange]) -> Iterator[tuple[Compiled, OfferChange, str]]:
+        """(subscription, change, event type) for every event the changes raise."""
+        tables = self._tables
         for change in changes:
-            for sub in self.candidates(change):
-                if sub.accepts(change):
-                    event = sub.fires(change)
-                    if event is not None:
-                        yield sub, change, event
+            gpus = (change.gpu_slug, None) if change.gpu_slug is not None else (None,)
+            keys = [
+                (gpu, provider, price_kind)
+                for gpu in gpus
+                for provider in (change.provider, None)
+                for price_kind in (change.price_kind, None)
+            ]
+            for condition, bounds in self._ranges(change, change.change_pct):
+                table = tables[condition]
+                if not table:
+                    continue
+                event = EVENT_OF[condition]
+                for key in keys:
+                    bucket = table.get(key)
+                    if bucket is None:
+                        continue
+                    for sub in self._slice(bucket, bounds):
+                        if sub.accepts(change):
+                            yield sub, change, event
 
 
 def load_compiled(conn: Connection, conditions: Iterable[str] | None = None) -> list[Compiled]:
@@ -286,7 +367,11 @@ def load_compiled(conn: Connection, conditions: Iterable[str] | None = None) -> 
     families = gpu_families(conn)
     compiled = []
     for sub_id, channel, filters, condition in rows:
-        try:
+        fast = compile_stored(sub_id, channel, filters, condition, families)
+        if fast is not None:
+            compiled.append(fast)
+            continue
+        try:  # anything unusual goes through the models, as when it was created
             parsed = (
                 SubscriptionFilters.model_validate(filters or {}),
                 Condition.model_validate(condition or {}),
@@ -295,6 +380,104 @@ def load_compiled(conn: Connection, conditions: Iterable[str] | None = None) -> 
             continue  # never let one stored oddity stop an ingest
         compiled.append(compile_subscription(sub_id, channel, *parsed, families))
     return compiled
+
+
+_SLUG = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+_COUNTRY = re.compile(r"[A-Z]{2}")
+_PRICE_KINDS = frozenset(kind.value for kind in PriceKind)
+_TEXT_FILTERS = {
+    "gpu": lambda v: _SLUG.fullmatch(v) is not None and v == v.lower(),
+    "provider": lambda v: _SLUG.fullmatch(v) is not None,
+    "source": lambda v: _SLUG.fullmatch(v) is not None,
+    "region": lambda v: 1 <= len(v) <= 100,
+    "country": lambda v: _COUNTRY.fullmatch(v) is not None,
+    "not_country": lambda v: _COUNTRY.fullmatch(v) is not None,
+    "price_kind": lambda v: v in _PRICE_KINDS,
+}
+_COUNT_FILTERS = ("min_gpus", "max_gpus", "min_gpu_memory_gb")
+_NUMBER_CONDITIONS = {
+    # name: (exclusive lower bound, inclusive upper bound)
+    "price_drop_pct": (Decimal(0), Decimal(1000)),
+    "price_rise_pct": (Decimal(0), Decimal(1000)),
+    "below_usd_per_gpu_hour": (Decimal(0), Decimal(1_000_000)),
+    "above_usd_per_gpu_hour": (Decimal(0), Decimal(1_000_000)),
+}
+
+
+def _number(value: Any) -> Decimal | None:
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return None
+    try:
+        number = Decimal(value)
+    except ArithmeticError:
+        return None
+    return number if number.is_finite() else None
+
+
+def compile_stored(
+    sub_id: int,
+    channel: str,
+    filters: Any,
+    condition: Any,
+    families: dict[str, frozenset[str]],
+) -> Compiled | None:
+    """Compile a stored subscription in the canonical form the API stores (what
+    ``model_dump(mode="json", exclude_none=True)`` wrote) without the pydantic models;
+    ``None`` for anything else, which then goes through the models."""
+    if not isinstance(filters, dict) or not isinstance(condition, dict) or len(condition) != 1:
+        return None
+    [(kind, value)] = condition.items()
+    threshold: Decimal | None = None
+    if kind in _NUMBER_CONDITIONS:
+        threshold = _number(value)
+        low, high = _NUMBER_CONDITIONS[kind]
+        if threshold is None or not low < threshold <= high:
+            return None
+    elif kind not in ("new_offer", "withdrawn") or value is not True:
+        return None
+    values: dict[str, Any] = {}
+    for name, value in filters.items():
+        check = _TEXT_FILTERS.get(name)
+        if check is not None:
+            if not isinstance(value, str) or not check(value):
+                return None
+            values[name] = value
+        elif name in _COUNT_FILTERS:
+            number = _number(value)
+            if number is None or not 0 <= number <= 1024:
+                return None
+            values[name] = number
+        elif name == "max_price_per_gpu_hour":
+            number = _number(value)
+            if number is None or not 0 < number <= 1_000_000:
+                return None
+            values[name] = number
+        elif name == "bare_metal" and isinstance(value, bool):
+            values[name] = value
+        else:
+            return None
+    fewest, most = values.get("min_gpus"), values.get("max_gpus")
+    if fewest is not None and most is not None and fewest > most:
+        return None
+    gpu = values.get("gpu")
+    return Compiled(
+        id=sub_id,
+        channel=channel,
+        condition=kind,
+        threshold=threshold,
+        gpus=None if gpu is None else frozenset({gpu}) | families.get(gpu, frozenset()),
+        provider=values.get("provider"),
+        source=values.get("source"),
+        region=values.get("region"),
+        country=values.get("country"),
+        not_country=values.get("not_country"),
+        price_kind=values.get("price_kind"),
+        min_gpus=values.get("min_gpus"),
+        max_gpus=values.get("max_gpus"),
+        min_gpu_memory_gb=values.get("min_gpu_memory_gb"),
+        bare_metal=values.get("bare_metal"),
+        max_price=values.get("max_price_per_gpu_hour"),
+    )
 
 
 def load_index(conn: Connection) -> SubscriptionIndex:

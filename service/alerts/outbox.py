@@ -8,12 +8,13 @@ one leaves every event, for the dispatcher to deliver at least once.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, select
 
-from schema.alerts import AlertEvent, Channel, EventStatus, EventType
+from schema.alerts import AlertEvent, Channel, EventStatus
 from schema.prices import Offer, PriceObservation
 from service.alerts.matching import Compiled, OfferChange, describe, load_index
 from service.bulk import bulk_insert
@@ -63,51 +64,70 @@ def enqueue_for_diff(
     changes = summarize(diff, observations)
     if index.wants_withdrawals and diff.withdrawn:
         changes += _withdrawals(conn, [old.id for old in diff.withdrawn])
-    rows = []
-    described: dict[int, dict[str, Any]] = {}
-    stamp = now.isoformat()
-    for sub, change, event in index.match(changes):
-        body = described.get(id(change))
-        if body is None:
-            body = described[id(change)] = describe(change)
-        rows.append(_row(sub, change, event, version, now, stamp, body))
+    rows = build_rows(index.match(changes), version, now)
     if rows:
-        bulk_insert(conn, EVENT, EVENT_COLUMNS, rows)
+        insert_events(conn, rows)
     return len(rows)
 
 
-def _row(
-    sub: Compiled,
-    change: OfferChange,
-    event: EventType,
-    version: int,
-    now: datetime,
-    stamp: str,
-    body: dict[str, Any],
-) -> tuple[Any, ...]:
-    key = idempotency_key(sub.id, version, change.offer_id, event.value)
-    payload = {
-        "id": key,
-        "type": event.value,
-        "subscription_id": sub.id,
-        "catalog_version": version,
-        "occurred_at": stamp,
-        **body,
-    }
-    feed_only = sub.channel == Channel.atom.value
-    return (
-        sub.id,
-        version,
-        event.value,
-        change.offer_id,
-        json.dumps(payload, separators=(",", ":")),
-        key,
-        EventStatus.delivered.value if feed_only else EventStatus.pending.value,
-        0,
-        None if feed_only else now,
-        now,
-        now if feed_only else None,
-    )
+def build_rows(
+    matches: Iterable[tuple[Compiled, OfferChange, str]], version: int, now: datetime
+) -> list[tuple[Any, ...]]:
+    """Outbox rows (``EVENT_COLUMNS`` order) with their JSON payloads as text.
+
+    A change's offer description is serialized once, however many subscriptions it
+    concerns; each payload is that text behind the event's own few keys (all plain ASCII:
+    ids, the event type, the time), in the order the webhook body has always had."""
+    stamp = now.isoformat()
+    head = f'","subscription_id":{{}},"catalog_version":{version},"occurred_at":"{stamp}",'
+    described: dict[int, str] = {}
+    pending, delivered = EventStatus.pending.value, EventStatus.delivered.value
+    atom = Channel.atom.value
+    rows: list[tuple[Any, ...]] = []
+    for sub, change, event in matches:
+        body = described.get(id(change))
+        if body is None:
+            text = json.dumps(describe(change), separators=(",", ":"))
+            body = described[id(change)] = text[1:]  # without its opening brace
+        key = f"gpa-{sub.id}-{version}-{change.offer_id}-{event}"
+        payload = '{"id":"' + key + '","type":"' + event + head.format(sub.id) + body
+        feed_only = sub.channel == atom  # published by the commit itself
+        status, due, done = (delivered, None, now) if feed_only else (pending, now, None)
+        rows.append(
+            (sub.id, version, event, change.offer_id, payload, key, status, 0, due, now, done)
+        )
+    return rows
+
+
+def insert_events(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
+    """Bulk insert built rows: one text-format COPY on PostgreSQL, one executemany on SQLite."""
+    if conn.dialect.name != "postgresql":
+        bulk_insert(conn, EVENT, EVENT_COLUMNS, rows)
+        return
+    # Text COPY written by hand: every value is an int, ASCII text without tabs or newlines
+    # (JSON escapes control characters), or one shared timestamp, so escaping is only
+    # doubling backslashes (JSON's own escapes) and NULL is \N.
+    stamps: dict[datetime, str] = {}
+
+    def field(value: Any) -> str:
+        if value is None:
+            return "\\N"
+        if isinstance(value, datetime):
+            text = stamps.get(value)
+            if text is None:
+                text = stamps[value] = value.isoformat()
+            return text
+        if isinstance(value, str):
+            return value.replace("\\", "\\\\")
+        return str(value)
+
+    names = ", ".join(EVENT_COLUMNS)
+    driver = conn.connection.driver_connection
+    assert driver is not None
+    with driver.cursor() as cursor, cursor.copy(f"COPY {EVENT.name} ({names}) FROM STDIN") as copy:
+        for start in range(0, len(rows), CHUNK):
+            lines = ["\t".join(map(field, row)) for row in rows[start : start + CHUNK]]
+            copy.write(("\n".join(lines) + "\n").encode())
 
 
 def summarize(diff: _Diff, observations: list[tuple[Any, ...]]) -> list[OfferChange]:
