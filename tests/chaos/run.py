@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
+import hmac
 import json
 import os
 import random
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -23,6 +26,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,13 +42,18 @@ from service.crawl import crawl_source
 from service.db import make_engine
 from service.migrate import upgrade
 from service.reference import load_reference
-from tests.chaos.farm import FAULT_KINDS, Farm
+from tests.chaos.farm import FAULT_KINDS, LAYOUT_FAULTS, Farm
 
-SOURCES = ["oracle", "lambda", "ovhcloud"]
+SOURCES = ["oracle", "lambda", "ovhcloud", "genesiscloud-web", "datacrunch-web"]
+HTML_SOURCES = {"genesiscloud-web", "datacrunch-web"}
+"""Scrapy spiders: each crawl runs the real Scrapy child process (a slower start)."""
+IN_SOURCES = ", ".join(f"'{name}'" for name in SOURCES)
 HTTP_TIMEOUT = 2.0
 HTTP_RETRIES = 1
 READ_KINDS = ("offers", "history", "export")
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
+KILLED_REASONS = {"crashed", "interrupted", "timeout"}
+"""Reasons of a run whose process was killed (or outlived its budget under load)."""
 
 
 @dataclass
@@ -106,11 +115,25 @@ def kill_tree(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
                 os.kill(pid, sig)
 
 
+def signature(secret: str, body: bytes) -> str:
+    """What ``X-Gpuatlas-Signature`` must say (written here, not imported from the
+    service, so a wrong signer cannot agree with itself)."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
 class Receiver:
-    """Loopback webhook receiver: keeps each POST (body, idempotency key, time)."""
+    """Loopback webhook receiver: verifies each POST's signature with its subscription's
+    secret (``/hook/<n>``: subscription n), keeps the signed ones (time, idempotency key,
+    body) and dedupes by idempotency key (a redelivery must repeat the same body)."""
 
     def __init__(self) -> None:
         self.posts: list[tuple[float, str, dict[str, Any]]] = []
+        self.secrets: dict[str, str] = {}
+        self.bad_signatures: list[str] = []
+        self.bodies: dict[str, bytes] = {}
+        self.redeliveries = 0
+        self.conflicting: list[str] = []
+        self._lock = threading.Lock()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -122,13 +145,27 @@ class Receiver:
             def do_POST(self) -> None:
                 length = min(int(self.headers.get("Content-Length") or 0), 1_000_000)
                 body = self.rfile.read(length)
+                key = self.headers.get("Idempotency-Key", "")
+                secret = receiver.secrets.get(self.path.rsplit("/", 1)[-1])
+                given = self.headers.get("X-Gpuatlas-Signature", "")
+                if secret is None or not hmac.compare_digest(signature(secret, body), given):
+                    with receiver._lock:
+                        receiver.bad_signatures.append(f"{self.path} {key or '(no key)'}")
+                    self.send_response(401)  # a real receiver refuses it
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 try:
                     payload = json.loads(body)
                 except ValueError:
                     payload = {"invalid": body[:200].decode("utf-8", "replace")}
-                receiver.posts.append(
-                    (time.time(), self.headers.get("Idempotency-Key", ""), payload)
-                )
+                with receiver._lock:
+                    receiver.posts.append((time.time(), key, payload))
+                    first = receiver.bodies.setdefault(key, body)
+                    if first is not body:
+                        receiver.redeliveries += 1
+                        if first != body:
+                            receiver.conflicting.append(key)
                 self.send_response(204)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -140,9 +177,13 @@ class Receiver:
         )
         self.thread.start()
 
+    def url(self, subscription: int) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/hook/{subscription}"
+
     @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/hook"
+    def unique(self) -> dict[str, dict[str, Any]]:
+        """The deliveries deduplicated by idempotency key."""
+        return {key: body for _, key, body in self.posts}
 
     def close(self) -> None:
         self.httpd.shutdown()
@@ -209,6 +250,7 @@ class Service:
 
 def client_loop(
     bases: list[str],
+    providers: list[str],
     offer_ids: list[int],
     stop: threading.Event,
     hits: list[Hit],
@@ -224,11 +266,11 @@ def client_loop(
             base = bases[replica]
             kind = rng.choices(READ_KINDS, weights=(5, 3, 2))[0]
             if kind == "offers":
-                url = f"{base}/v1/offers?limit=50&provider={rng.choice(SOURCES)}"
+                url = f"{base}/v1/offers?limit=50&provider={rng.choice(providers)}"
             elif kind == "history":
                 url = f"{base}/v1/offers/{rng.choice(offer_ids)}/history"
             else:
-                url = f"{base}/v1/export?format=csv&provider={rng.choice(SOURCES)}"
+                url = f"{base}/v1/export?format=csv&provider={rng.choice(providers)}"
             start = time.time()
             try:
                 response = client.get(url)
@@ -237,6 +279,212 @@ def client_loop(
                 status = 0
             hits.append(Hit(start, time.time(), kind, status, replica))
             stop.wait(0.02)
+
+
+# ----------------------------------------------------------------------------- aimed kills
+
+
+@dataclass
+class Aim:
+    """One SIGKILL aimed at an ingest: fired when a crawl's fetch had ended (the farm wrote
+    its last answer) and a write transaction was open while that crawl's run was running."""
+
+    victim: Service
+    down: float
+    source: str | None = None
+    run_id: int | None = None
+    in_transaction: bool = False
+    """A write transaction was open at the kill."""
+    run_after_kill: str | None = None
+    """The run's status right after the kill: ``running`` = its ingest never committed."""
+    waited_s: float = 0.0
+
+    @property
+    def in_ingest(self) -> bool:
+        return self.in_transaction and self.run_after_kill == "running"
+
+
+class WriteProbe:
+    """Is a write transaction open on the run's database right now?
+
+    SQLite: ``BEGIN IMMEDIATE`` without waiting fails while another connection holds the
+    write lock (the service's writers take it up front). PostgreSQL: a session other than
+    ours has a transaction id (assigned at its first write)."""
+
+    def __init__(self, database_url: str, engine: Engine) -> None:
+        url = make_url(database_url)
+        self.sqlite: sqlite3.Connection | None = None
+        self.conn: Any = None
+        if url.get_backend_name() == "sqlite":
+            self.sqlite = sqlite3.connect(str(url.database), timeout=0, isolation_level=None)
+        else:
+            self.conn = engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+
+    def busy(self) -> bool:
+        if self.sqlite is not None:
+            try:
+                self.sqlite.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError:
+                return True
+            self.sqlite.execute("ROLLBACK")
+            return False
+        count = self.conn.execute(
+            text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND backend_xid IS NOT NULL"
+            )
+        ).scalar()
+        return bool(count)
+
+    def close(self) -> None:
+        if self.sqlite is not None:
+            self.sqlite.close()
+        if self.conn is not None:
+            self.conn.close()
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def crawling_service(services: list[Service], source: str) -> Service:
+    """The replica whose crawl child is crawling ``source`` (the scheduler's leader)."""
+    for service in services:
+        if service.proc is None or service.proc.poll() is not None:
+            continue
+        for pid in descendants(service.proc.pid):
+            line = _cmdline(pid)
+            if "service.crawl_child" in line and f" {source} " in f"{line} ":
+                return service
+    return services[0]
+
+
+def _run_status(engine: Engine, run_id: int) -> str:
+    return str(_scalar(engine, "SELECT status FROM crawl_run WHERE id = :i", i=run_id))
+
+
+def aim_at_ingest(
+    engine: Engine, database_url: str, farm: Farm, services: list[Service], deadline: float
+) -> Aim:
+    """Wait for a crawl whose fetch just ended, then SIGKILL its service as soon as a
+    write transaction is open while that crawl's run is still running (its ingest).
+    Gives up after 30 s and kills anyway (counted as not in an ingest)."""
+    started = time.time()
+    deadline = min(deadline, started + 30)
+    probe = WriteProbe(database_url, engine)
+    after = started
+    try:
+        while time.time() < deadline:
+            got = farm.wait_delivery(after, timeout=max(0.0, deadline - time.time()))
+            if got is None:
+                break
+            after, source = got
+            run_id = _scalar(
+                engine,
+                "SELECT max(id) FROM crawl_run WHERE source = :s AND status = 'running'",
+                s=source,
+            )
+            if run_id is None:
+                continue
+            window = min(deadline, time.time() + 10)
+            polls = 0
+            while time.time() < window:
+                if probe.busy():
+                    victim = crawling_service(services, source)
+                    down = victim.kill()
+                    return Aim(
+                        victim,
+                        down,
+                        source,
+                        int(run_id),
+                        in_transaction=True,
+                        run_after_kill=_run_status(engine, int(run_id)),
+                        waited_s=round(down - started, 1),
+                    )
+                polls += 1
+                if polls % 25 == 0 and _run_status(engine, int(run_id)) != "running":
+                    break  # that ingest is over (or never started): wait for the next fetch
+                time.sleep(0.002)
+    finally:
+        probe.close()
+    victim = services[0]
+    down = victim.kill()
+    return Aim(victim, down, waited_s=round(down - started, 1))
+
+
+def atomicity_problems(engine: Engine, baseline_version: int) -> list[str]:
+    """The catalog is the state before or after every ingest, never between: each
+    version belongs to an ``ok`` run that names it and holds exactly the observations it
+    declares; no observation or alert comes from a run that did not commit."""
+    problems = []
+    for version, status, named in _rows(
+        engine,
+        "SELECT v.id, r.status, r.catalog_version FROM catalog_version v "
+        "JOIN crawl_run r ON r.id = v.crawl_run_id "
+        "WHERE r.status <> 'ok' OR r.catalog_version IS NULL OR r.catalog_version <> v.id",
+    ):
+        problems.append(f"catalog version {version} from a run that is {status} (names {named})")
+    for version, declared, found in _rows(
+        engine,
+        "SELECT v.id, v.added + v.changed, count(p.id) FROM catalog_version v "
+        "LEFT JOIN price_observation p ON p.version_from = v.id WHERE v.id > :b "
+        "GROUP BY v.id, v.added, v.changed HAVING count(p.id) <> v.added + v.changed",
+        b=baseline_version,
+    ):
+        problems.append(f"catalog version {version}: {found} observations, {declared} declared")
+    orphans = _scalar(
+        engine,
+        "SELECT count(*) FROM price_observation p JOIN crawl_run r ON r.id = p.crawl_run_id "
+        "WHERE r.status <> 'ok'",
+    )
+    if orphans:
+        problems.append(f"{orphans} price observations from runs that did not commit")
+    stray = _scalar(
+        engine,
+        "SELECT count(*) FROM alert_event e LEFT JOIN catalog_version v "
+        "ON v.id = e.catalog_version WHERE v.id IS NULL",
+    )
+    if stray:
+        problems.append(f"{stray} alert events without their catalog version")
+    return problems
+
+
+def _check_aims(outcome: Outcome, engine: Engine, aims: list[Aim]) -> None:
+    for aim in aims:
+        if not aim.in_ingest or aim.run_id is None:
+            continue
+        leaked = _scalar(
+            engine,
+            "SELECT (SELECT count(*) FROM catalog_version WHERE crawl_run_id = :r) + "
+            "(SELECT count(*) FROM price_observation WHERE crawl_run_id = :r) + "
+            "(SELECT count(*) FROM crawl_run_payload WHERE crawl_run_id = :r)",
+            r=aim.run_id,
+        )
+        outcome.check(
+            not leaked,
+            f"run {aim.run_id} ({aim.source}) was killed in its ingest but left {leaked} rows",
+        )
+    outcome.figures.update(
+        {
+            "kills_aimed": len(aims),
+            "kills_in_ingest": sum(1 for a in aims if a.in_ingest),
+            "aimed_kills": [
+                f"{a.source or '-'} run {a.run_id or '-'}: "
+                + (
+                    "in ingest, rolled back"
+                    if a.in_ingest
+                    else f"missed (run {a.run_after_kill})"
+                    if a.in_transaction
+                    else "no ingest caught"
+                )
+                + f" after {a.waited_s} s"
+                for a in aims
+            ],
+        }
+    )
 
 
 # ----------------------------------------------------------------------------- the run
@@ -285,16 +533,20 @@ def run(
     db: str = "sqlite",
     *,
     kills: int = 2,
+    aimed: int = 2,
     clients: int = 3,
     max_requests: int = 20000,
     workdir: Path | None = None,
     event_gap: float = 2.5,
+    interval: int = 10,
+    html_interval: int | None = None,
     replicas: int | None = None,
     kinds: tuple[str, ...] = FAULT_KINDS,
     extra_env: dict[str, str] | None = None,
 ) -> Outcome:
-    """One run; ``extra_env`` overrides the service's settings (e.g. to prove that the
-    checks catch a disabled plausibility guard)."""
+    """One run: ``kills`` SIGKILLs at random moments and ``aimed`` more aimed at an
+    ingest in progress; ``extra_env`` overrides the service's settings (e.g. to prove
+    that the checks catch a disabled plausibility guard)."""
     rng = random.Random(seed)
     workdir = workdir or Path(tempfile.mkdtemp(prefix="gpuatlas-chaos-"))
     services: list[Service] = []
@@ -320,13 +572,17 @@ def run(
         engine = make_engine(database_url)
         load_reference(engine, REFERENCE_DIR)
         schedules = dict.fromkeys(_all_sources(), "off")
-        schedules.update(dict.fromkeys(SOURCES, "10s"))
+        # a Scrapy crawl starts two interpreters: by default pages are crawled every 15 s
+        html_interval = html_interval or interval * 3 // 2
+        schedules.update(
+            {n: f"{html_interval if n in HTML_SOURCES else interval}s" for n in SOURCES}
+        )
         env_settings = {
             "GPUATLAS_DATABASE_URL": database_url,
             "GPUATLAS_ENVIRONMENT": "test",
             "GPUATLAS_SCHEDULER_ENABLED": "true",
             "GPUATLAS_SCHEDULES": json.dumps(schedules),
-            "GPUATLAS_SOURCE_BASE_URLS": json.dumps(dict.fromkeys(SOURCES, farm.url)),
+            "GPUATLAS_SOURCE_BASE_URLS": json.dumps(farm.base_urls()),
             "GPUATLAS_LAMBDA_API_KEY": "chaos-key",
             "GPUATLAS_HTTP_TIMEOUT_SECONDS": str(HTTP_TIMEOUT),
             "GPUATLAS_HTTP_MAX_RETRIES": str(HTTP_RETRIES),
@@ -344,25 +600,35 @@ def run(
         }
         settings = Settings(
             database_url=database_url,
-            source_base_urls=dict.fromkeys(SOURCES, farm.url),
+            source_base_urls=farm.base_urls(),
+            crawl_timeout_seconds=60,
             lambda_api_key="chaos-key",
             http_timeout_seconds=HTTP_TIMEOUT,
             http_max_retries=HTTP_RETRIES,
             _env_file=None,  # type: ignore[call-arg]
         )
-        # baseline: one clean crawl of each source (the scheduler then runs every 10 s)
-        for name in SOURCES:
-            report = crawl_source(engine, settings, name, trigger="chaos-baseline")
-            if report.status.value != "ok":
-                raise RuntimeError(f"baseline crawl of {name}: {report.label}")
+        # baseline: one clean crawl of each source, side by side (then the scheduler's turn)
+        with ThreadPoolExecutor(len(SOURCES)) as pool:
+            reports = pool.map(
+                lambda name: crawl_source(engine, settings, name, trigger="chaos-baseline"),
+                SOURCES,
+            )
+            for name, report in zip(SOURCES, reports, strict=True):
+                if report.status.value != "ok":
+                    raise RuntimeError(f"baseline crawl of {name}: {report.label}")
         baseline_version = _scalar(engine, "SELECT max(id) FROM catalog_version") or 0
         farm.keep_knobs(_calibrated(engine, farm))
         offer_ids = [
-            int(r[0])
-            for r in _rows(
-                engine, "SELECT id FROM offer WHERE source IN ('oracle','lambda','ovhcloud')"
-            )
+            int(r[0]) for r in _rows(engine, f"SELECT id FROM offer WHERE source IN ({IN_SOURCES})")
         ]
+        providers = sorted(
+            {
+                str(r[0])
+                for r in _rows(
+                    engine, f"SELECT DISTINCT provider FROM offer WHERE source IN ({IN_SOURCES})"
+                )
+            }
+        )
         key = subprocess.run(
             [str(Path(sys.executable).parent / "gpuatlas"), "apikey", "create", "chaos"],
             env=env,
@@ -381,14 +647,16 @@ def run(
             services[-1].start()
         service = services[0]
         with httpx.Client(timeout=10.0) as client:
-            for condition in ({"price_drop_pct": "0.01"}, {"price_rise_pct": "0.01"}):
+            conditions = ({"price_drop_pct": "0.01"}, {"price_rise_pct": "0.01"})
+            for index, condition in enumerate(conditions):
                 response = client.post(
                     f"{service.base}/v1/subscriptions",
                     headers={"Authorization": f"Bearer {key}"},
-                    json={"condition": condition, "channel": "webhook", "url": receiver.url},
+                    json={"condition": condition, "channel": "webhook", "url": receiver.url(index)},
                 )
                 if response.status_code != 201:
                     raise RuntimeError(f"subscription: {response.status_code} {response.text}")
+                receiver.secrets[str(index)] = response.json()["secret"]
 
         started = time.time()
         until = started + seconds
@@ -399,6 +667,7 @@ def run(
                 target=client_loop,
                 args=(
                     [s.base for s in services],
+                    providers,
                     offer_ids,
                     stop_clients,
                     hits,
@@ -412,29 +681,38 @@ def run(
         for thread in threads:
             thread.start()
         moments = [(rng.uniform(0.2, 0.85) * seconds + started, "kill") for _ in range(kills)]
+        moments += [(rng.uniform(0.1, 0.6) * seconds + started, "aim") for _ in range(aimed)]
         if db == "postgres":
             moments.append((rng.uniform(0.3, 0.7) * seconds + started, "cut"))
-        survived, cuts = 0, []
+        survived, cuts, aims = 0, [], []
         for at, what in sorted(moments):
             time.sleep(max(0.0, at - time.time()))
             if what == "cut":
                 cuts.append(cut_connections(engine))
                 continue
-            victim = rng.choice(services)
-            down = victim.kill()
+            if what == "aim":
+                aim = aim_at_ingest(engine, database_url, farm, services, until - 2)
+                victim, down = aim.victim, aim.down
+                aims.append(aim)
+            else:
+                victim = rng.choice(services)
+                down = victim.kill()
             up = victim.start()
             victim.downtime.append((down, up))
             survived += 1
+            for problem in atomicity_problems(engine, baseline_version):  # right after restart
+                outcome.violations.append(f"after kill {survived}: {problem}")
         time.sleep(max(0.0, until - time.time()))
         stop_clients.set()
         for thread in threads:
             thread.join(timeout=15)
         farm.quiesce()
         quiet = time.time()
-        settled = _wait_settled(engine, quiet, deadline=quiet + 60)
+        settled = _wait_settled(engine, farm, quiet, deadline=quiet + 60)
         for each in services:
             each.stop()
         _check(outcome, engine, farm, receiver, hits, services, baseline_version, survived, cuts)
+        _check_aims(outcome, engine, aims)
         outcome.figures.update(
             {
                 "workdir": str(workdir),
@@ -500,19 +778,26 @@ def _calibrated(engine: Engine, farm: Farm) -> dict[str, set[str]]:
     return keep
 
 
-def _wait_settled(engine: Engine, quiet: float, deadline: float) -> float | None:
-    """A clean crawl of every source started after the quiet time, and no alert undelivered."""
+def _wait_settled(engine: Engine, farm: Farm, quiet: float, deadline: float) -> float | None:
+    """Every source had an ``ok`` crawl that fetched after the quiet time (so it saw the
+    farm's final prices), and no alert is undelivered."""
     from datetime import UTC, datetime
 
-    since = datetime.fromtimestamp(quiet, UTC)
+    since = datetime.fromtimestamp(quiet - 60, UTC)
     while time.time() < deadline:
+        fetched: dict[str, list[float]] = {}
+        for at, source in list(farm.deliveries):
+            if at > quiet:
+                fetched.setdefault(source, []).append(at)
         done = {
-            r[0]
-            for r in _rows(
+            source
+            for source, begun, ended in _rows(
                 engine,
-                "SELECT DISTINCT source FROM crawl_run WHERE status = 'ok' AND started_at > :t",
+                "SELECT source, started_at, finished_at FROM crawl_run "
+                "WHERE status = 'ok' AND finished_at > :t",
                 t=since,
             )
+            if any(_ts(begun) - 0.5 <= at <= _ts(ended) + 0.5 for at in fetched.get(source, []))
         }
         pending = _scalar(
             engine, "SELECT count(*) FROM alert_event WHERE status NOT IN ('delivered', 'dead')"
@@ -556,7 +841,7 @@ def _check(
         engine,
         "SELECT o.source, o.sku, o.region, o.price_kind, p.amount, p.valid_from, p.version_from "
         "FROM price_observation p JOIN offer o ON o.id = p.offer_id "
-        "WHERE o.source IN ('oracle','lambda','ovhcloud') ORDER BY p.id",
+        f"WHERE o.source IN ({IN_SOURCES}) ORDER BY p.id",
     )
     history: dict[tuple[str, str, str], list[tuple[Decimal, float, int]]] = {}
     unmoved: Counter[tuple[str, str, str, str]] = Counter()  # prices the farm never moves
@@ -642,8 +927,7 @@ def _check(
             outcome.check(len(rows) == 1, f"{source}/{sku}: moved although the farm never moved it")
     withdrawn = _scalar(
         engine,
-        "SELECT count(*) FROM offer WHERE status <> 'active' "
-        "AND source IN ('oracle','lambda','ovhcloud')",
+        f"SELECT count(*) FROM offer WHERE status <> 'active' AND source IN ({IN_SOURCES})",
     )
     outcome.check(withdrawn == 0, f"{withdrawn} offers withdrawn (the farm withdrew none)")
     versions = _rows(
@@ -672,13 +956,59 @@ def _check(
         f"{len(internal)} crawls crashed on bad input instead of rejecting records: {internal[:1]}",
     )
 
+    # 3b. a changed layout fails its crawl as "layout changed"; reordered columns change
+    # nothing (the spider finds columns by name): the crawl that fetched it is ok
+    timed = [
+        (source, status, reason, _ts(begun), _ts(ended) if ended else None)
+        for source, status, reason, begun, ended in _rows(
+            engine,
+            "SELECT source, status, reason, started_at, finished_at FROM crawl_run "
+            "WHERE trigger <> 'chaos-baseline'",
+        )
+    ]
+    layout: Counter[str] = Counter()
+    for fault in log.faults:
+        if fault["kind"] not in LAYOUT_FAULTS | {"columns_reordered"}:
+            continue
+        owners = [
+            (status, reason)
+            for source, status, reason, begun, ended in timed
+            if source == fault["source"]
+            and begun - 0.5 <= fault["t"] <= (ended if ended is not None else 1e12) + 0.5
+        ]
+        killed = any(status == "running" or reason in KILLED_REASONS for status, reason in owners)
+        if fault["kind"] == "columns_reordered":
+            good = any(status == "ok" for status, _ in owners)
+        else:
+            good = any(s == "failed" and r == "layout changed" for s, r in owners)
+        verdict = "as expected" if good else "killed" if killed else "WRONG"
+        layout[f"{fault['kind']} {verdict}"] += 1
+        outcome.check(
+            good or killed,
+            f"{fault['kind']} served to {fault['source']} at {fault['t']:.3f}: its crawl "
+            f"ended {owners or 'nowhere'} (expected "
+            + ("ok" if fault["kind"] == "columns_reordered" else "failed: layout changed")
+            + ")",
+        )
+
     # 4. alerts: delivered events = the legit changes, at least once each, none for faults
     events = _rows(
         engine,
         "SELECT e.status, e.idempotency_key, o.source, o.sku, o.price_kind, e.payload "
         "FROM alert_event e JOIN offer o ON o.id = e.offer_id",
     )
-    delivered_keys = {key for _, key, _ in receiver.posts}
+    unique = receiver.unique
+    delivered_keys = set(unique)
+    outcome.check(
+        not receiver.bad_signatures,
+        f"{len(receiver.bad_signatures)} webhooks with a bad signature: "
+        f"{receiver.bad_signatures[:3]}",
+    )
+    outcome.check(
+        not receiver.conflicting,
+        f"redeliveries with another body under the same idempotency key: "
+        f"{receiver.conflicting[:3]}",
+    )
     for status, key, source, sku, kind, payload in events:
         body = payload if isinstance(payload, dict) else json.loads(payload)
         amount = Decimal(body["price"]["amount"])
@@ -688,7 +1018,7 @@ def _check(
             f"alert for {source}/{sku} {kind} at {amount}: not a legit price",
         )
         outcome.check(key in delivered_keys, f"alert {key} ({status}) never reached the receiver")
-    for _, key, body in receiver.posts:
+    for key, body in unique.items():
         offer = body.get("offer") or {}
         amount = Decimal((body.get("price") or {}).get("amount") or "0")
         allowed = truth.get((str(offer.get("source")), str(offer.get("sku"))), set())
@@ -699,7 +1029,7 @@ def _check(
     changes_in_history = _scalar(
         engine,
         "SELECT count(*) FROM price_observation p JOIN offer o ON o.id = p.offer_id "
-        "WHERE p.version_from > :b AND o.source IN ('oracle','lambda','ovhcloud')",
+        f"WHERE p.version_from > :b AND o.source IN ({IN_SOURCES})",
         b=baseline_version,
     )
     outcome.check(
@@ -756,6 +1086,10 @@ def _check(
             "catalog_versions": len(versions),
             "alert_events": len(events),
             "webhook_posts": len(receiver.posts),
+            "webhooks_unique": len(unique),
+            "webhook_redeliveries": receiver.redeliveries,
+            "bad_signatures": len(receiver.bad_signatures),
+            "layout_faults": layout,
             "kills_survived": survived,
             "replicas": len(services),
             "downtime_s": round(sum(up - k for s in services for k, up in s.downtime), 2),
