@@ -35,6 +35,7 @@ from sqlalchemy import (
     and_,
     cast,
     exists,
+    false,
     func,
     literal_column,
     or_,
@@ -302,9 +303,14 @@ def sort_expression(sort: str, dialect: str, version: int | None = None) -> Any:
     raise ValueError(f"unknown sort key {sort!r}")
 
 
+FIRST_PARTY = OFFER.alias("first_party")
+FIRST_PARTY_OBS = OBS.alias("first_party_obs")
+"""Built once: an alias's column collection is costly to set up per statement."""
+
+
 def _first_party_covers(version: int | None) -> Any:
     """A first-party offer of the same (provider, sku, region, price kind) exists."""
-    other = OFFER.alias("first_party")
+    other = FIRST_PARTY
     condition = [
         other.c.provider == OFFER.c.provider,
         other.c.sku == OFFER.c.sku,
@@ -315,7 +321,7 @@ def _first_party_covers(version: int | None) -> Any:
     if version is None:
         condition.append(other.c.status == OfferStatus.active.value)
     else:
-        other_obs = OBS.alias("first_party_obs")
+        other_obs = FIRST_PARTY_OBS
         condition.append(
             exists().where(other_obs.c.offer_id == other.c.id, visible_at(other_obs, version))
         )
@@ -330,16 +336,23 @@ def apply_filters(
     *,
     skip: str | None = None,
     version: int | None = None,
+    gpus: Sequence[str] | None = None,
 ) -> Select[Any]:
     """Add every set filter (except ``skip``, used to explain exclusions) to ``stmt``.
 
     ``version`` says which read ``stmt`` is (None = current), for the price filter.
+    ``gpus``: the GPU filter already resolved to slugs (see :func:`live_gpu_slugs`).
     """
 
     def on(name: str) -> bool:
         return name != skip
 
-    if filters.gpu and on("gpu"):
+    if filters.gpu and on("gpu") and gpus is not None:
+        if len(gpus) == 1:  # an equality: the (gpu_slug, status, price, id) index walk
+            stmt = stmt.where(OFFER.c.gpu_slug == gpus[0])
+        else:
+            stmt = stmt.where(OFFER.c.gpu_slug.in_(gpus) if gpus else false())
+    elif filters.gpu and on("gpu"):
         gpu = filters.gpu.lower()
         family = select(GPU.c.slug).where(GPU.c.family == gpu)
         stmt = stmt.where(or_(OFFER.c.gpu_slug == gpu, OFFER.c.gpu_slug.in_(family)))
@@ -404,6 +417,7 @@ def base_query(
     *,
     skip: str | None = None,
     scan: bool = False,
+    gpus: Sequence[str] | None = None,
 ) -> Select[Any]:
     """Offers with their price at ``version`` (None = current), filtered, peers deduped.
 
@@ -427,7 +441,7 @@ def base_query(
             .select_from(OFFER)
             .join(OBS, and_(OBS.c.offer_id == OFFER.c.id, visible_at(OBS, version)))
         )
-    stmt = apply_filters(stmt, filters, dialect, compliance, skip=skip, version=version)
+    stmt = apply_filters(stmt, filters, dialect, compliance, skip=skip, version=version, gpus=gpus)
     if not filters.include_peers:
         stmt = stmt.where(or_(~OFFER.c.source.contains(":"), ~_first_party_covers(version)))
     return stmt
@@ -451,6 +465,7 @@ def offers_query(
     descending: bool = False,
     after: After | None = None,
     nulls: bool | None = None,
+    gpus: Sequence[str] | None = None,
 ) -> Select[Any]:
     """The listing: nulls last, then the sort key, then offer id (a total order).
 
@@ -460,7 +475,7 @@ def offers_query(
     """
     key = sort_expression(sort, dialect, version)
     stmt = base_query(
-        (*OFFER_COLUMNS, key.label("sort_value")), filters, dialect, version, compliance
+        (*OFFER_COLUMNS, key.label("sort_value")), filters, dialect, version, compliance, gpus=gpus
     )
     if after is not None and after.value is not None and sort == "price_per_gpu_hour":
         after = After(int(Decimal(str(after.value))), after.offer_id)
@@ -519,20 +534,36 @@ def list_offers(
         sort=sort,
         descending=descending,
         after=after,
+        gpus=live_gpu_slugs(conn, filters.gpu) if version is None and filters.gpu else None,
     )
     if sort == "price_per_gpu_hour" and version is None and not offset:
         rows: list[dict[str, Any]] = []
         if after is None or after.value is not None:
-            stmt = query(nulls=False).limit(limit)
-            rows = [dict(row) for row in conn.execute(stmt).mappings()]
+            rows = _dicts(conn.execute(query(nulls=False).limit(limit)))
         if len(rows) < limit:
-            stmt = query(nulls=True).limit(limit - len(rows))
-            rows += [dict(row) for row in conn.execute(stmt).mappings()]
+            rows += _dicts(conn.execute(query(nulls=True).limit(limit - len(rows))))
         return rows
     stmt = query().limit(limit)
     if offset:
         stmt = stmt.offset(offset)
-    return [dict(row) for row in conn.execute(stmt).mappings()]
+    return _dicts(conn.execute(stmt))
+
+
+def _dicts(result: Any) -> list[dict[str, Any]]:
+    """Every row of ``result`` as a dict (one fetch, the keys looked up once)."""
+    keys = tuple(result.keys())
+    return [dict(zip(keys, row, strict=True)) for row in result.all()]
+
+
+def live_gpu_slugs(conn: Connection, gpu: str) -> list[str]:
+    """The slugs a current ``gpu`` filter (a slug or a family) can match: those with offers.
+
+    Read from :func:`catalog_facts` of the same snapshot, so an equality (one live slug, the
+    common case) can replace ``slug = x OR slug IN (family)`` and walk the per-GPU index.
+    """
+    facts = catalog_facts(conn, datetime.now(UTC).date())
+    wanted = gpu.lower()
+    return sorted({wanted, *facts.families.get(wanted, ())} & facts.live_gpus)
 
 
 def stream_offers(
@@ -588,31 +619,69 @@ def stream_raw_offers(
 
 @dataclass
 class OfferContext:
+    """What a page of offers needs besides the offers (read-only: may be shared, see below)."""
+
     regions: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     certifications: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     export_control: dict[str, dict[str, Any]] = field(default_factory=dict)
     tflops_bf16: dict[str, Decimal] = field(default_factory=dict)
     last_confirmed: dict[str, datetime] = field(default_factory=dict)
+    families: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """GPU family -> its slugs."""
+    live_gpus: frozenset[str] = frozenset()
+    """GPU slugs with at least one active offer."""
 
 
-def offer_context(conn: Connection, rows: Sequence[dict[str, Any]], on: date) -> OfferContext:
-    """Regions, valid certifications, GPU facts and last good crawls for a page of offers."""
+FACTS_KEY = "gpuatlas.catalog_facts"
+
+
+def snapshot_token(conn: Connection) -> tuple[Any, ...] | None:
+    """A value equal for two reads only if they see the same committed data (None: unknown).
+
+    SQLite: ``PRAGMA data_version`` (changes when another connection commits; inside a read
+    transaction it stays at the transaction's snapshot) and the connection's own
+    ``total_changes``. PostgreSQL: the transaction's snapshot (``pg_current_snapshot()``,
+    which under REPEATABLE READ fixes what every statement sees); None once the transaction
+    has written itself (its own writes are not in the snapshot's text).
+    """
+    if conn.dialect.name == "sqlite":
+        version = conn.exec_driver_sql("PRAGMA data_version").scalar()
+        return (version, getattr(conn.connection.dbapi_connection, "total_changes", None))
+    if conn.dialect.name == "postgresql":
+        snapshot, own = conn.exec_driver_sql(
+            "SELECT pg_current_snapshot()::text, pg_current_xact_id_if_assigned()::text"
+        ).one()
+        return None if own is not None else (snapshot,)
+    return None
+
+
+def catalog_facts(conn: Connection, on: date) -> OfferContext:
+    """Regions, certifications valid ``on``, GPU facts and last good crawls: all of them.
+
+    Small tables read whole, cached on the database connection and reused while
+    :func:`snapshot_token` says nothing was committed since (so never stale); the result
+    is shared between requests and must not be modified.
+    """
+    token = snapshot_token(conn)
+    info = conn.connection.info
+    cached = info.get(FACTS_KEY)
+    if token is not None and cached is not None and cached[0] == (token, on):
+        return cached[1]  # type: ignore[no-any-return]
+    facts = _load_facts(conn, on)
+    if token is not None:
+        info[FACTS_KEY] = ((token, on), facts)
+    return facts
+
+
+def _load_facts(conn: Connection, on: date) -> OfferContext:
     ctx = OfferContext()
-    if not rows:
-        return ctx
-    providers = sorted({r["provider"] for r in rows})
-    gpus = sorted({r["gpu_slug"] for r in rows if r["gpu_slug"]})
-    sources = sorted({r["source"] for r in rows})
     for r in conn.execute(
-        select(
-            REGION.c.provider, REGION.c.code, REGION.c.name, REGION.c.city, REGION.c.country
-        ).where(REGION.c.provider.in_(providers))
+        select(REGION.c.provider, REGION.c.code, REGION.c.name, REGION.c.city, REGION.c.country)
     ).mappings():
         ctx.regions[(r["provider"], r["code"])] = dict(r)
     certs = conn.execute(
         select(CERT.c.provider, CERT.c.scheme, CERT.c.valid_to, CERT.c.regions)
         .where(
-            CERT.c.provider.in_(providers),
             CERT.c.status == "certified",
             CERT.c.superseded_at.is_(None),
             or_(CERT.c.valid_from.is_(None), CERT.c.valid_from <= on),
@@ -624,28 +693,36 @@ def offer_context(conn: Connection, rows: Sequence[dict[str, Any]], on: date) ->
         ctx.certifications.setdefault(c["provider"], []).append(
             {"scheme": c["scheme"], "valid_to": c["valid_to"], "regions": c["regions"]}
         )
-    if gpus:
-        for g in conn.execute(
-            select(GPU.c.slug, GPU.c.tflops_bf16).where(GPU.c.slug.in_(gpus))
-        ).mappings():
-            if g["tflops_bf16"] is not None:
-                ctx.tflops_bf16[g["slug"]] = g["tflops_bf16"]
-        classes = conn.execute(
-            select(CLASSIFICATION.c.gpu_slug, CLASSIFICATION.c.eccn, CLASSIFICATION.c.basis)
-            .where(
-                CLASSIFICATION.c.gpu_slug.in_(gpus),
-                or_(
-                    CLASSIFICATION.c.effective_from.is_(None),
-                    CLASSIFICATION.c.effective_from <= on,
-                ),
-            )
-            .order_by(CLASSIFICATION.c.gpu_slug, CLASSIFICATION.c.effective_from)
-        ).mappings()
-        for k in classes:
-            ctx.export_control[k["gpu_slug"]] = {"eccn": k["eccn"], "basis": k["basis"]}
-    good = last_good_crawls(conn)
-    ctx.last_confirmed = {s: good[s] for s in sources if s in good}
+    families: dict[str, list[str]] = {}
+    for g in conn.execute(select(GPU.c.slug, GPU.c.family, GPU.c.tflops_bf16)).mappings():
+        if g["tflops_bf16"] is not None:
+            ctx.tflops_bf16[g["slug"]] = g["tflops_bf16"]
+        families.setdefault(g["family"], []).append(g["slug"])
+    ctx.families = {f: tuple(sorted(slugs)) for f, slugs in families.items()}
+    classes = conn.execute(
+        select(CLASSIFICATION.c.gpu_slug, CLASSIFICATION.c.eccn, CLASSIFICATION.c.basis)
+        .where(
+            or_(
+                CLASSIFICATION.c.effective_from.is_(None),
+                CLASSIFICATION.c.effective_from <= on,
+            ),
+        )
+        .order_by(CLASSIFICATION.c.gpu_slug, CLASSIFICATION.c.effective_from)
+    ).mappings()
+    for k in classes:
+        ctx.export_control[k["gpu_slug"]] = {"eccn": k["eccn"], "basis": k["basis"]}
+    ctx.last_confirmed = last_good_crawls(conn)
+    live = select(GPU.c.slug).where(
+        exists().where(OFFER.c.gpu_slug == GPU.c.slug, OFFER.c.status == OfferStatus.active.value)
+    )
+    ctx.live_gpus = frozenset(r[0] for r in conn.execute(live))
     return ctx
+
+
+def offer_context(conn: Connection, rows: Sequence[dict[str, Any]], on: date) -> OfferContext:
+    """Regions, valid certifications, GPU facts and last good crawls for offers (shared)."""
+    del rows  # the facts cover every offer; kept for callers that name their page
+    return catalog_facts(conn, on)
 
 
 def get_offer(conn: Connection, offer_id: int) -> dict[str, Any]:

@@ -19,7 +19,11 @@ IMMUTABLE_SECONDS = 86400
 """A response pinned to a catalog version never changes."""
 
 
-def get_settings_dep(request: Request) -> Settings:
+# Dependencies that neither block nor do I/O are ``async def``: FastAPI runs a plain ``def``
+# dependency in the thread pool, a hand-off that costs more than the work itself.
+
+
+async def get_settings_dep(request: Request) -> Settings:
     return request.app.state.settings  # type: ignore[no-any-return]
 
 
@@ -27,9 +31,9 @@ def get_engine(request: Request) -> Engine:
     return request.app.state.engine  # type: ignore[no-any-return]
 
 
-def get_conn(engine: Annotated[Engine, Depends(get_engine)]) -> Iterator[Connection]:
+def get_conn(request: Request) -> Iterator[Connection]:
     """One snapshot per request: REPEATABLE READ on PostgreSQL, a read transaction on SQLite."""
-    with engine.connect() as conn:
+    with get_engine(request).connect() as conn:
         if conn.dialect.name == "postgresql":
             conn = conn.execution_options(isolation_level="REPEATABLE READ")
         yield conn
@@ -58,7 +62,7 @@ def reject_nul(request: Request) -> None:
 def reject_unknown_params(allowed: set[str]):  # type: ignore[no-untyped-def]
     """A dependency refusing query parameters the endpoint does not define."""
 
-    def check(request: Request) -> None:
+    async def check(request: Request) -> None:
         reject_nul(request)
         unknown = sorted(set(request.query_params) - allowed)
         if unknown:

@@ -16,7 +16,7 @@ from service.api import cursor as cursors
 from service.api.deps import ConnDep, VersionDep, cache, reject_unknown_params
 from service.api.params import FILTER_PARAMS, DisplayCurrency, ListingDep, check_currency, invalid
 from service.api.problems import Problem
-from service.api.serialize import observation_public, offer_detail
+from service.api.serialize import dumps, observation_public, offer_json
 from service.fx import FxTable
 from service.queries import (
     SORT_KEYS,
@@ -117,7 +117,7 @@ def offers(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: Annotated[str | None, Query(max_length=500)] = None,
     currency: DisplayCurrency = None,
-) -> Page[OfferDetail]:
+) -> Response:
     descending = sort.startswith("-")
     key = sort.removeprefix("-")
     version = listing.version
@@ -157,11 +157,17 @@ def offers(
     page = rows[:limit]
     ctx = offer_context(conn, page, listing.today)
     display = display_rate(conn, currency, listing.today)
-    return Page[OfferDetail](
-        data=[offer_detail(r, ctx, display) for r in page],
-        next_cursor=next_cursor,
-        catalog_version=version,
-    )
+    body = {
+        "data": [offer_json(r, ctx, display) for r in page],
+        "next_cursor": next_cursor,
+        "catalog_version": version,
+    }
+    return json_response(body, response)
+
+
+def json_response(body: Any, response: Response) -> Response:
+    """``body`` (plain values shaped like the response model) as JSON, with the headers set."""
+    return Response(dumps(body), media_type="application/json", headers=dict(response.headers))
 
 
 @router.get(
@@ -170,14 +176,19 @@ def offers(
     dependencies=[Depends(reject_unknown_params({"currency"}))],
 )
 def offer(
-    conn: ConnDep, offer_id: OfferId, version: VersionDep, currency: DisplayCurrency = None
-) -> OfferDetail:
+    response: Response,
+    conn: ConnDep,
+    offer_id: OfferId,
+    version: VersionDep,
+    currency: DisplayCurrency = None,
+) -> Response:
     try:
         row = get_offer(conn, offer_id)
     except NotFound as exc:
         raise Problem(404, "Not found", str(exc)) from None
     today = utcnow().date()
-    return offer_detail(row, offer_context(conn, [row], today), display_rate(conn, currency, today))
+    ctx = offer_context(conn, [row], today)
+    return json_response(offer_json(row, ctx, display_rate(conn, currency, today)), response)
 
 
 def _aware(name: str, value: datetime | None) -> None:
