@@ -8,7 +8,7 @@ rows read back through the ORM types are identical to rows written through them.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from functools import lru_cache
@@ -43,15 +43,38 @@ def bulk_insert(
         return
     names = ", ".join(columns)
     if conn.dialect.name == "postgresql":
-        driver = conn.connection.driver_connection
+        driver: Any = conn.connection.driver_connection
         with (
             driver.cursor() as cursor,
-            cursor.copy(  # type: ignore[union-attr]
-                f"COPY {table.name} ({names}) FROM STDIN"
-            ) as copy,
+            cursor.copy(f"COPY {table.name} ({names}) FROM STDIN") as copy,
         ):
             for row in rows:
                 copy.write_row(row)
         return
     placeholders = ", ".join("?" for _ in columns)
     conn.exec_driver_sql(f"INSERT INTO {table.name} ({names}) VALUES ({placeholders})", rows)  # type: ignore[arg-type]
+
+
+def bulk_binder(conn: Connection) -> Callable[[Any], Any]:
+    """How :func:`bulk_insert` binds a value on this connection, as a function.
+
+    A value shared by many rows (the ingest's timestamp, an FX rate, a memoized price)
+    is converted once with it instead of once per row: stored text on SQLite (exactly
+    what the adapters above produce), the value itself on PostgreSQL (COPY dumps it)."""
+    if conn.dialect.name == "postgresql":
+        return _as_is
+    return _sqlite_value
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def _sqlite_value(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return decimal_to_text(value)
+    if isinstance(value, datetime):
+        return _datetime_text(value)
+    if isinstance(value, date):
+        return value.isoformat()
+    return value

@@ -32,7 +32,7 @@ from schema.prices import CatalogVersion, Offer, PriceObservation, sort_key_e10
 from schema.records import OfferRecord, describe_validation_error
 from schema.types import decimal_to_text, utcnow
 from service.alerts.outbox import enqueue_for_diff
-from service.bulk import bulk_insert
+from service.bulk import bulk_binder, bulk_insert
 from service.config import Settings
 from service.db import writer
 from service.fx import FxTable, Rate, store_rates
@@ -965,13 +965,29 @@ class _Writer:
         self.observations: list[tuple[Any, ...]] = []
         self._next_obs = (conn.execute(select(func.max(OBS.c.id))).scalar() or 0) + 1
         self._fx_cache: dict[str, Any] = {}
+        self._prices: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self.bind = bulk_binder(conn)
+        self.stamp = self.bind(now)
 
-    def _observation(self, offer_id: int, record: OfferRecord) -> tuple[int, Decimal | None]:
-        """Queue the record's observation; its id and USD per GPU-hour (for the offer row)."""
-        obs_id = self._next_obs
-        self._next_obs += 1
-        hourly = instance_hourly(record.amount, record.unit, record.price_per, record.gpu_count)
-        currency = record.currency
+    def _price(self, fields: Mapping[str, Any]) -> tuple[Any, ...]:
+        """The derived figures of a price, as bound for the bulk writes, with USD per
+        GPU-hour also as a Decimal (offer row, outbox) and its sort key.
+
+        Memoized on (amount, unit, price per, GPU count, currency): every figure is
+        rounded and normalized by :func:`q`, so equal inputs give identical results
+        whatever their decimal spelling (and the bound amount is canonical text on
+        SQLite, an equal NUMERIC on PostgreSQL)."""
+        amount, unit, gpu_count, currency = (
+            fields["amount"],
+            fields["unit"],
+            fields["gpu_count"],
+            fields["currency"],
+        )
+        memo_key = (amount, unit, fields["price_per"], gpu_count, currency)
+        price = self._prices.get(memo_key)
+        if price is not None:
+            return price
+        hourly = instance_hourly(amount, unit, fields["price_per"], gpu_count)
         if currency not in self._fx_cache:
             self._fx_cache[currency] = self.fx.to_usd(currency, self.now.date())
         conversion = self._fx_cache[currency]
@@ -983,29 +999,48 @@ class _Writer:
                 conversion.rate_date,
                 conversion.source,
             )
-            usd = q(record.amount * rate)
+            usd = q(amount * rate)
             hourly_usd = q(hourly * rate)
-            gpu_usd = gpu_hourly(hourly_usd, record.gpu_count)
+            gpu_usd = gpu_hourly(hourly_usd, gpu_count)
+        bind = self.bind
+        price = self._prices[memo_key] = (
+            bind(amount),
+            bind(hourly),
+            bind(usd),
+            bind(hourly_usd),
+            gpu_usd,
+            bind(gpu_usd),
+            sort_key_e10(gpu_usd),
+            bind(rate),
+            bind(rate_date),
+            rate_source,
+        )
+        return price
+
+    def _observation(self, offer_id: int, record: OfferRecord, price: tuple[Any, ...]) -> int:
+        """Queue the record's observation (``price`` from :meth:`_price`); its id."""
+        obs_id = self._next_obs
+        self._next_obs += 1
         self.observations.append(
             (
                 obs_id,
                 offer_id,
-                record.amount,
-                currency,
-                hourly,
-                usd,
-                hourly_usd,
-                gpu_usd,
-                rate,
-                rate_date,
-                rate_source,
-                self.now,
+                price[0],
+                record.currency,
+                price[1],
+                price[2],
+                price[3],
+                price[4],  # a Decimal: the outbox reads it back
+                price[7],
+                price[8],
+                price[9],
+                self.stamp,
                 self.version,
                 self.run_id,
                 self.record_payloads.get(id(record), self.raw_sha256),
             )
         )
-        return obs_id, gpu_usd
+        return obs_id
 
     def write(self, source: str, diff: _Diff) -> None:
         conn, now, version = self.conn, self.now, self.version
@@ -1023,38 +1058,40 @@ class _Writer:
         )
         next_offer = (conn.execute(select(func.max(OFFER.c.id))).scalar() or 0) + 1
         new_offers = []
-        for offset, (record, attributes, digest) in enumerate(diff.added):
-            offer_id = next_offer + offset
-            obs_id, gpu_usd = self._observation(offer_id, record)
+        stamp, price_of, observe = self.stamp, self._price, self._observation
+        for offer_id, (record, attributes, digest) in enumerate(diff.added, next_offer):
+            fields = record.__dict__
+            price = price_of(fields)
             new_offers.append(
                 (
                     offer_id,
                     source,
-                    record.provider,
-                    record.sku,
-                    record.region,
-                    record.price_kind,
-                    record.unit,
+                    fields["provider"],
+                    fields["sku"],
+                    fields["region"],
+                    fields["price_kind"],
+                    fields["unit"],
                     *attributes,
                     digest,
                     ACTIVE,
-                    record.amount,
-                    record.currency,
-                    obs_id,
-                    now,
+                    price[0],
+                    fields["currency"],
+                    observe(offer_id, record, price),
+                    stamp,
                     version,
-                    now,
+                    stamp,
                     version,
-                    gpu_usd,
-                    sort_key_e10(gpu_usd),
+                    price[5],
+                    price[6],
                 )
             )
         bulk_insert(conn, OFFER, OFFER_COLUMNS, new_offers)
 
         repriced = []
         for old, record, attributes, digest in diff.changed + diff.reopened:
-            obs_id, gpu_usd = self._observation(old.id, record)
-            repriced.append((old, record, attributes, digest, obs_id, gpu_usd))
+            price = price_of(record.__dict__)
+            obs_id = observe(old.id, record, price)
+            repriced.append((old, record, attributes, digest, obs_id, price[4]))
         closing = [old.observation_id for old, *_ in diff.changed]
         closing += [old.observation_id for old in diff.withdrawn]
         for start in range(0, len(closing), CHUNK):
