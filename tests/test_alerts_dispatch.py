@@ -161,3 +161,27 @@ def test_no_redirects_followed(engine: Engine, local: Settings, server: ReplaySe
     assert run_dispatcher_once(engine, local).retrying == 1
     assert "HTTP 302" in events(engine)[0]["last_error"]
     assert len(server.requests) == 1
+
+
+def test_a_hanging_receiver_holds_only_its_own_events(
+    engine: Engine, local: Settings, server: ReplayServer
+) -> None:
+    """With a window of two events, the good receiver's six events all go out (one run)
+    while the hanging receiver holds one; its other events then wait for its retry."""
+    server.route("/hang", Reply(b"late", delay=2.5))
+    server.route("/good", Reply(b"ok"))
+    hang, _ = subscribe(engine, local, url=f"{server.url}/hang", condition={"new_offer": True})
+    good, _ = subscribe(engine, local, url=f"{server.url}/good", condition={"new_offer": True})
+    two_versions(engine, local, n=6)
+    narrow = local.model_copy(update={"dispatcher_batch_size": 2, "webhook_timeout_seconds": 2.0})
+    started = utcnow()
+    report = run_dispatcher_once(engine, narrow)
+    assert report.delivered == 6 and report.retrying == 1 and report.released == 5
+    delivered = events(engine, subscription_id=good)
+    assert {e["status"] for e in delivered} == {"delivered"}
+    assert max(e["delivered_at"] for e in delivered) - started < timedelta(seconds=1.5)
+    held = events(engine, subscription_id=hang)
+    assert sum(1 for r in server.requests if r[1] == "/hang") == 1
+    assert {e["next_attempt_at"] for e in held} == {held[0]["next_attempt_at"]}
+    assert held[0]["next_attempt_at"] > utcnow() + timedelta(seconds=10)
+    assert run_dispatcher_once(engine, narrow).claimed == 0  # they wait for the backoff

@@ -49,6 +49,7 @@ EVENT = AlertEvent.__table__  # type: ignore[attr-defined]
 SUBSCRIPTION = Subscription.__table__  # type: ignore[attr-defined]
 SIGNATURE_HEADER = "X-Gpuatlas-Signature"
 MAX_ERROR = 500
+WAITING = "waiting: an earlier event of this subscription failed"
 log = logging.getLogger("gpuatlas.alerts")
 
 
@@ -369,7 +370,7 @@ def _record(
             report.delivered += 1
         elif outcome.released:
             row["p_attempts"] = delivery.attempts
-            row["p_error"] = "waiting: an earlier event of this subscription failed"
+            row["p_error"] = WAITING
             row["p_next"] = retry_at.get(delivery.subscription_id, now)
             report.released += 1
         else:
@@ -396,5 +397,17 @@ def _record(
     )
     with writer(engine).begin() as conn:
         conn.execute(stmt, rows)
+        for subscription_id, when in retry_at.items():
+            # The receiver failed: its other due events (not claimed in this run) wait too.
+            later = conn.execute(
+                update(EVENT)
+                .where(
+                    EVENT.c.subscription_id == subscription_id,
+                    EVENT.c.status == EventStatus.pending.value,
+                    EVENT.c.next_attempt_at <= now,
+                )
+                .values(next_attempt_at=when, last_error=WAITING)
+            )
+            report.released += later.rowcount
     if report.errors:
         log.info("alerts: %s", report)
