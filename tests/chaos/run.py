@@ -40,6 +40,7 @@ from sqlalchemy.engine import make_url
 from service.config import PROJECT_ROOT, REFERENCE_DIR, Settings
 from service.crawl import crawl_source
 from service.db import make_engine
+from service.ingest import INGEST_LOCK_KEY
 from service.migrate import upgrade
 from service.reference import load_reference
 from tests.chaos.farm import FAULT_KINDS, LAYOUT_FAULTS, Farm
@@ -105,9 +106,12 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def kill_tree(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
-    """``sig`` to the service's process group and to each crawl child's own group."""
-    for pid in [proc.pid, *descendants(proc.pid)]:
+def kill_tree(
+    proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL, first: list[int] | None = None
+) -> None:
+    """``sig`` to the service's process group and to each crawl child's own group
+    (``first``: groups known beforehand, signalled before /proc is scanned)."""
+    for pid in [*(first or []), proc.pid, *descendants(proc.pid)]:
         try:
             os.killpg(pid, sig)
         except (ProcessLookupError, PermissionError):
@@ -227,10 +231,10 @@ class Service:
                 time.sleep(0.1)
         raise RuntimeError(f"service not healthy after {timeout:g} s; see {self.log_path}")
 
-    def kill(self) -> float:
+    def kill(self, first: list[int] | None = None) -> float:
         assert self.proc is not None
         at = time.time()
-        kill_tree(self.proc)
+        kill_tree(self.proc, first=first)
         self.proc.wait(timeout=10)
         return at
 
@@ -308,8 +312,8 @@ class WriteProbe:
     """Is a write transaction open on the run's database right now?
 
     SQLite: ``BEGIN IMMEDIATE`` without waiting fails while another connection holds the
-    write lock (the service's writers take it up front). PostgreSQL: a session other than
-    ours has a transaction id (assigned at its first write)."""
+    write lock (the service's writers take it up front). PostgreSQL: a session holds the
+    ingest's transaction-scoped advisory lock (only an ingest takes it)."""
 
     def __init__(self, database_url: str, engine: Engine) -> None:
         url = make_url(database_url)
@@ -330,9 +334,12 @@ class WriteProbe:
             return False
         count = self.conn.execute(
             text(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND pid <> pg_backend_pid() AND backend_xid IS NOT NULL"
-            )
+                "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                "WHERE l.locktype = 'advisory' AND l.granted "
+                "AND a.datname = current_database() "
+                "AND ((l.classid::bigint << 32) | l.objid::bigint) = :key"
+            ),
+            {"key": INGEST_LOCK_KEY},
         ).scalar()
         return bool(count)
 
@@ -350,16 +357,17 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def crawling_service(services: list[Service], source: str) -> Service:
-    """The replica whose crawl child is crawling ``source`` (the scheduler's leader)."""
+def crawling_service(services: list[Service], source: str) -> tuple[Service, list[int]]:
+    """The replica whose crawl child is crawling ``source`` (the scheduler's leader), and
+    that child's pid (the ingest's writer: killed first)."""
     for service in services:
         if service.proc is None or service.proc.poll() is not None:
             continue
         for pid in descendants(service.proc.pid):
             line = _cmdline(pid)
             if "service.crawl_child" in line and f" {source} " in f"{line} ":
-                return service
-    return services[0]
+                return service, [pid]
+    return services[0], []
 
 
 def _run_status(engine: Engine, run_id: int) -> str:
@@ -389,12 +397,12 @@ def aim_at_ingest(
             )
             if run_id is None:
                 continue
+            victim, writer = crawling_service(services, source)
             window = min(deadline, time.time() + 10)
             polls = 0
             while time.time() < window:
                 if probe.busy():
-                    victim = crawling_service(services, source)
-                    down = victim.kill()
+                    down = victim.kill(first=writer)
                     return Aim(
                         victim,
                         down,
@@ -1135,7 +1143,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=300)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite")
-    parser.add_argument("--kills", type=int, default=3)
+    parser.add_argument("--kills", type=int, default=3, help="SIGKILLs at random moments")
+    parser.add_argument(
+        "--aimed", type=int, default=2, help="SIGKILLs aimed at an ingest in progress"
+    )
     parser.add_argument("--clients", type=int, default=3)
     parser.add_argument("--replicas", type=int, help="API processes (default: 2 on postgres)")
     parser.add_argument("--max-requests", type=int, default=50000)
@@ -1156,6 +1167,7 @@ def main(argv: list[str] | None = None) -> int:
         args.seed,
         args.db,
         kills=min(args.kills, 20),
+        aimed=min(args.aimed, 20),
         clients=min(args.clients, 16),
         max_requests=args.max_requests,
         replicas=min(args.replicas, 4) if args.replicas else None,
