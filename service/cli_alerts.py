@@ -60,11 +60,13 @@ def register(app: typer.Typer) -> None:
     @alerts_app.command("dispatch")
     @cli.handle_errors
     def alerts_dispatch() -> None:
-        """Deliver due webhook events once (the scheduler does this every few seconds)."""
+        """Raise due certification expiry events, deliver due webhook events (the scheduler
+        does this every few seconds)."""
         from service.alerts.dispatch import run_dispatcher_once
 
         report = run_dispatcher_once(cli.engine(), cli.settings())
         typer.echo(
             f"claimed {report.claimed}, delivered {report.delivered}, "
             f"retrying {report.retrying}, dead {report.dead}, waiting {report.released}"
+            + (f", certification events raised {report.raised}" if report.raised else "")
         )

@@ -8,7 +8,10 @@ set, as ``make bench`` does):
   (the difference is what alerts cost the ingest);
 - events created;
 - delivery throughput (events/s) of ``run_dispatcher_once`` to a local receiver on
-  loopback, for a bounded number of events.
+  loopback, for a bounded number of events: first a receiver on threads of the bench's
+  own process (it competes with the dispatcher for the interpreter lock: the figure
+  kept since the first measurement), then as many events again to a receiver in a
+  process of its own (``python -m tests.bench_alerts receiver``).
 
 Scale: ``GPUATLAS_BENCH_ALERT_OFFERS`` (200000), ``GPUATLAS_BENCH_ALERT_SUBS`` (10000),
 ``GPUATLAS_BENCH_ALERT_DELIVER`` (5000 events delivered at most),
@@ -18,9 +21,14 @@ Scale: ``GPUATLAS_BENCH_ALERT_OFFERS`` (200000), ``GPUATLAS_BENCH_ALERT_SUBS`` (
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from decimal import Decimal
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -202,25 +210,103 @@ def run_backend(name: str, url: str) -> None:
             f"(enqueue {idle.seconds * 1000:.1f} ms), {with_subs:.2f} s with them, "
             f"difference {with_subs - without:+.2f} s"
         )
-        bounded = min(DELIVER, created)
-        delivered = 0
-        start = time.perf_counter()
-        while delivered < bounded:
-            report = run_dispatcher_once(engine, settings)
-            if report.claimed == 0:
-                break
-            delivered += report.delivered
-        seconds = time.perf_counter() - start
-        rate = delivered / seconds if seconds else 0.0
+        delivered, seconds = deliver(engine, settings, min(DELIVER, created))
         print(
-            f"[{name}] delivery: {delivered:,} events in {seconds:.2f} s = {rate:,.0f} events/s "
-            f"(batch {settings.dispatcher_batch_size}, concurrency "
-            f"{settings.webhook_concurrency}, receiver saw {len(receiver.posts):,})"
+            f"[{name}] delivery, receiver in this process: {delivered:,} events in "
+            f"{seconds:.2f} s = {delivered / seconds if seconds else 0:,.0f} events/s (batch "
+            f"{settings.dispatcher_batch_size}, concurrency {settings.webhook_concurrency}, "
+            f"receiver saw {len(receiver.posts):,})"
         )
+        with OwnProcessReceiver() as other:
+            with writer(engine).begin() as conn:
+                conn.execute(
+                    update(SUBSCRIPTION).values(
+                        url=func.replace(SUBSCRIPTION.c.url, receiver.url, other.url)
+                    )
+                )
+            delivered, seconds = deliver(engine, settings, min(DELIVER, created - delivered))
+            print(
+                f"[{name}] delivery, receiver in its own process: {delivered:,} events in "
+                f"{seconds:.2f} s = {delivered / seconds if seconds else 0:,.0f} events/s "
+                f"(receiver saw {other.count():,})"
+            )
     engine.dispose()
 
 
+def deliver(engine: Engine, settings: Settings, bound: int) -> tuple[int, float]:
+    """Dispatcher runs until ``bound`` events are delivered (or none is due)."""
+    delivered = 0
+    start = time.perf_counter()
+    while delivered < bound:
+        report = run_dispatcher_once(engine, settings)
+        if report.claimed == 0:
+            break
+        delivered += report.delivered
+    return delivered, time.perf_counter() - start
+
+
+class OwnProcessReceiver:
+    """``python -m tests.bench_alerts receiver``: answers 200 to every POST, counts them."""
+
+    def __enter__(self) -> OwnProcessReceiver:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.bench_alerts", "receiver"],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+        assert self.process.stdout is not None
+        self.url = self.process.stdout.readline().strip()
+        return self
+
+    def count(self) -> int:
+        with urllib.request.urlopen(f"{self.url}/count", timeout=10) as response:
+            return int(response.read())
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+
+
+def receiver_main() -> None:
+    count = [0]
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
+
+        def log_message(self, *args: object) -> None:
+            return
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            with lock:
+                count[0] += 1
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def do_GET(self) -> None:
+            body = str(count[0]).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    class Server(ThreadingHTTPServer):
+        daemon_threads = True
+
+    httpd = Server(("127.0.0.1", 0), Handler)
+    print(f"http://127.0.0.1:{httpd.server_address[1]}", flush=True)
+    httpd.serve_forever()
+
+
 def main() -> None:
+    if sys.argv[1:] == ["receiver"]:
+        receiver_main()
+        return
     print(
         f"{SUBS:,} subscriptions, {OFFERS:,} offers, 5 % changed; delivery bounded to "
         f"{DELIVER:,} events"

@@ -207,7 +207,8 @@ def test_validity_dates_raise_events_once(
     assert event["idempotency_key"].endswith(f"-cert_gained-{today + timedelta(days=1):%Y%m%d}")
     assert enqueue_certification_validity(engine, in_a_day) == 0  # once
     in_three = now + timedelta(days=3)
-    assert enqueue_certification_validity(engine, in_three) == 2  # hds ran out after day 2
+    report = run_dispatcher_once(engine, settings, clock=lambda: in_three)  # as scheduled
+    assert report.raised == 2 and report.claimed == 0  # hds ran out after day 2; atom only
     expired = events(engine)[1:]
     assert {e["subscription_id"] for e in expired} == {lost, after_load}
     assert {e["payload"]["reason"] for e in expired} == {"valid_to"}

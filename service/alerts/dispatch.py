@@ -108,6 +108,8 @@ class Outcome:
 
 @dataclass
 class DispatchReport:
+    raised: int = 0
+    """certification events raised by validity dates (expiry, taking effect)"""
     claimed: int = 0
     delivered: int = 0
     retrying: int = 0
@@ -134,9 +136,9 @@ def run_dispatcher_once(
 ) -> DispatchReport:
     """Raise due certification validity events, then deliver due webhook events until none
     is left (at most ``RUN_BATCHES`` batches), and record the outcomes."""
-    enqueue_certification_validity(engine, clock())
+    raised = enqueue_certification_validity(engine, clock())
     first = _claim(engine, settings, clock(), settings.dispatcher_batch_size)
-    report = DispatchReport(claimed=len(first))
+    report = DispatchReport(raised=raised, claimed=len(first))
     if first:
         asyncio.run(_dispatch(engine, settings, clock, rng, report, first))
     return report
