@@ -192,20 +192,23 @@ def enqueue_certification_validity(engine: Engine, now: datetime) -> int:
     so running it every few seconds (as the dispatcher does) raises each event once."""
     today = now.date()
     first = today - timedelta(days=LOOKBACK_DAYS)
-    with writer(engine).begin() as conn:
+    with engine.connect() as conn:  # a plain read: most runs stop here
         rows = current_certifications(conn, CERT.c.status == HELD)
-        candidates: list[tuple[CertRow, date, bool]] = []  # (row, first day, gained)
-        for row in rows.values():
-            if row.valid_to is not None:
-                ends = row.valid_to + timedelta(days=1)
-                if first < ends <= today and row.recorded_at < _start(ends):
-                    candidates.append((row, ends, False))
-            if row.valid_from is not None:
-                starts = row.valid_from
-                if first < starts <= today and row.recorded_at < _start(starts):
-                    candidates.append((row, starts, True))
-        if not candidates:
-            return 0
+    candidates: list[tuple[CertRow, date, bool]] = []  # (row, first day, gained)
+    for row in rows.values():
+        if row.valid_to is not None:
+            ends = row.valid_to + timedelta(days=1)
+            if first < ends <= today and row.recorded_at < _start(ends):
+                candidates.append((row, ends, False))
+        if row.valid_from is not None:
+            starts = row.valid_from
+            if first < starts <= today and row.recorded_at < _start(starts):
+                candidates.append((row, starts, True))
+    if not candidates:
+        return 0
+    with writer(engine).begin() as conn:
+        still = {row.id for row in current_certifications(conn, CERT.c.status == HELD).values()}
+        candidates = [c for c in candidates if c[0].id in still]  # a load may have come between
         subs = _cert_subscriptions(conn)
         created: dict[int, datetime] = dict(
             conn.execute(
