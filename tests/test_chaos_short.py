@@ -6,9 +6,20 @@ The full run is ``make chaos`` (``python -m tests.chaos.run``); see docs/reliabi
 
 from __future__ import annotations
 
+import json
+import random
 from pathlib import Path
+from typing import Any
 
-from tests.chaos.run import print_report, run
+import httpx
+import pytest
+
+from crawlers.base import Context, SourceError
+from crawlers.http import FetchPolicy
+from crawlers.registry import all_sources
+from crawlers.scrapy.runner import run_spider
+from tests.chaos.farm import ADAPTERS, HtmlAdapter
+from tests.chaos.run import HTML_SOURCES, Receiver, print_report, run, signature
 
 
 def test_short_chaos_run_holds_the_invariants(tmp_path: Path) -> None:
@@ -33,3 +44,53 @@ def test_short_chaos_run_holds_the_invariants(tmp_path: Path) -> None:
     assert sum(figures["crawl_runs"].values()) >= 4
     assert figures["requests"] > 0
     assert outcome.violations == [], outcome.violations
+
+
+def test_receiver_refuses_bad_signatures_and_dedupes() -> None:
+    receiver = Receiver()
+    try:
+        receiver.secrets["0"] = "s3cret"
+        body = json.dumps({"offer": {"sku": "x"}}).encode()
+        with httpx.Client(timeout=5.0) as client:
+            for signed_with in ("s3cret", "s3cret", "wrong"):
+                response = client.post(
+                    receiver.url(0),
+                    content=body,
+                    headers={
+                        "X-Gpuatlas-Signature": signature(signed_with, body),
+                        "Idempotency-Key": "k1",
+                    },
+                )
+                assert response.status_code == (204 if signed_with == "s3cret" else 401)
+        assert receiver.bad_signatures == ["/hook/0 k1"]
+        assert list(receiver.unique) == ["k1"]
+        assert receiver.redeliveries == 1 and not receiver.conflicting
+    finally:
+        receiver.close()
+
+
+@pytest.mark.parametrize("name", sorted(HTML_SOURCES))
+def test_farm_pages_parse_and_layout_changes_fail(name: str, tmp_path: Path) -> None:
+    """The farm's page template parses like the fixture; every layout variant fails the
+    spider with "layout changed"; reordered columns parse to the same offers."""
+    adapter = ADAPTERS[name]()
+    assert isinstance(adapter, HtmlAdapter)
+    spider: Any = all_sources()[name]
+
+    def parse(body: bytes) -> list[tuple[Any, ...]]:
+        page = tmp_path / "page.html"
+        page.write_bytes(body)
+        output = run_spider(
+            spider, Context(base_url=spider.base_url), FetchPolicy(), from_files=[page]
+        )
+        return sorted(tuple(sorted((k, str(v)) for k, v in r.items())) for r in output.records)
+
+    clean = parse(adapter.render(adapter.doc))
+    assert clean == parse(adapter.fixture.read_bytes())
+    reordered = adapter.mangle("columns_reordered", dict(adapter.doc), random.Random(1))
+    assert parse(reordered) == clean
+    for variant in range(3):
+        changed = adapter.relayout(adapter.text(adapter.doc), variant).encode()
+        with pytest.raises(SourceError) as failure:
+            parse(changed)
+        assert failure.value.reason == "layout changed"

@@ -721,6 +721,7 @@ def run(
             each.stop()
         _check(outcome, engine, farm, receiver, hits, services, baseline_version, survived, cuts)
         _check_aims(outcome, engine, aims)
+        outcome.figures["kills_random"] = survived - len(aims)
         outcome.figures.update(
             {
                 "workdir": str(workdir),
@@ -949,16 +950,21 @@ def _check(
     legit_obs = sum(len(rows) - 1 for rows in history.values())
 
     # 3. every failed or quarantined crawl run has a reason; runs left 'running' <= kills
-    runs = _rows(engine, "SELECT status, reason FROM crawl_run WHERE trigger <> 'chaos-baseline'")
+    runs = _rows(
+        engine, "SELECT status, reason, source FROM crawl_run WHERE trigger <> 'chaos-baseline'"
+    )
     statuses = Counter(r[0] for r in runs)
-    no_reason = sum(1 for s, r in runs if s in ("failed", "quarantined") and not r)
+    by_source: dict[str, Counter[str]] = {}
+    for status, _, source in runs:
+        by_source.setdefault(source, Counter())[status] += 1
+    no_reason = sum(1 for s, r, _ in runs if s in ("failed", "quarantined") and not r)
     outcome.check(no_reason == 0, f"{no_reason} failed/quarantined crawl runs without a reason")
     outcome.check(
         statuses.get("running", 0) <= survived * len(SOURCES),  # one per source per kill
         f"{statuses.get('running', 0)} crawl runs left 'running' (more than the kills)",
     )
-    reasons = Counter(_reason_kind(r) for s, r in runs if s in ("failed", "quarantined"))
-    internal = [r for s, r in runs if r and r.startswith("internal error")]
+    reasons = Counter(_reason_kind(r) for s, r, _ in runs if s in ("failed", "quarantined"))
+    internal = [r for _, r, _ in runs if r and r.startswith("internal error")]
     outcome.check(
         not internal,
         f"{len(internal)} crawls crashed on bad input instead of rejecting records: {internal[:1]}",
@@ -1090,6 +1096,8 @@ def _check(
             "outside_window": late,
             "farm_requests": dict(log.requests),
             "crawl_runs": dict(statuses),
+            "crawl_runs_by_source": {k: dict(v) for k, v in sorted(by_source.items())},
+            "faults_by_source": dict(Counter(f["source"] for f in log.faults)),
             "failure_reasons": dict(reasons),
             "catalog_versions": len(versions),
             "alert_events": len(events),
