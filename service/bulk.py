@@ -55,6 +55,41 @@ def bulk_insert(
     conn.exec_driver_sql(f"INSERT INTO {table.name} ({names}) VALUES ({placeholders})", rows)  # type: ignore[arg-type]
 
 
+def bulk_update(
+    conn: Connection, table: Table, columns: Sequence[str], rows: list[tuple[Any, ...]]
+) -> None:
+    """Set ``columns[1:]`` of the row whose ``columns[0]`` (its key) is ``row[0]``, for
+    every row. PostgreSQL: COPY into a temporary table, then one ``UPDATE ... FROM``;
+    SQLite: one executemany of the UPDATE by key."""
+    if not rows:
+        return
+    key, *names = columns
+    if conn.dialect.name == "postgresql":
+        staging = f"bulk_{table.name}"
+        listed = ", ".join(columns)
+        driver: Any = conn.connection.driver_connection
+        with driver.cursor() as cursor:
+            cursor.execute(
+                f"CREATE TEMPORARY TABLE {staging} ON COMMIT DROP AS "
+                f"SELECT {listed} FROM {table.name} WITH NO DATA"
+            )
+            with cursor.copy(f"COPY {staging} ({listed}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+            assignments = ", ".join(f"{name} = s.{name}" for name in names)
+            cursor.execute(
+                f"UPDATE {table.name} AS t SET {assignments} FROM {staging} AS s "
+                f"WHERE t.{key} = s.{key}"
+            )
+            cursor.execute(f"DROP TABLE {staging}")
+        return
+    assignments = ", ".join(f"{name} = ?" for name in names)
+    conn.exec_driver_sql(
+        f"UPDATE {table.name} SET {assignments} WHERE {key} = ?",
+        [(*row[1:], row[0]) for row in rows],  # type: ignore[arg-type]
+    )
+
+
 def bulk_binder(conn: Connection) -> Callable[[Any], Any]:
     """How :func:`bulk_insert` binds a value on this connection, as a function.
 

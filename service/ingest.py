@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import Connection, Engine, bindparam, func, insert, select, text, update
+from sqlalchemy import Connection, Engine, func, insert, select, text, update
 
 from schema.catalog import GpuAlias, GpuModel, InstanceType, Provider, Region
 from schema.crawl import CrawlRun, CrawlRunPayload, RawPayload, RejectedRecord, UnmappedName
@@ -32,7 +32,7 @@ from schema.prices import CatalogVersion, Offer, PriceObservation, sort_key_e10
 from schema.records import OfferRecord, describe_validation_error
 from schema.types import decimal_to_text, utcnow
 from service.alerts.outbox import enqueue_for_diff
-from service.bulk import bulk_binder, bulk_insert
+from service.bulk import bulk_binder, bulk_insert, bulk_update
 from service.config import Settings
 from service.db import writer
 from service.fx import FxTable, Rate, store_rates
@@ -946,6 +946,22 @@ OBS_COLUMNS = (
 )
 
 
+TOUCHED_COLUMNS = ("id", *ATTRIBUTES, "fingerprint")
+REPRICED_COLUMNS = (
+    *TOUCHED_COLUMNS,
+    "status",
+    "amount",
+    "currency",
+    "observation_id",
+    "gpu_hour_usd",
+    "gpu_hour_usd_e10",
+    "last_changed_at",
+    "last_changed_version",
+    "withdrawn_at",
+    "withdrawn_version",
+)
+
+
 class _Writer:
     """The writes of one ingest, executed in bulk: one version, its rows, and nothing else."""
 
@@ -1091,7 +1107,7 @@ class _Writer:
         for old, record, attributes, digest in diff.changed + diff.reopened:
             price = price_of(record.__dict__)
             obs_id = observe(old.id, record, price)
-            repriced.append((old, record, attributes, digest, obs_id, price[4]))
+            repriced.append((old, record, attributes, digest, obs_id, price))
         closing = [old.observation_id for old, *_ in diff.changed]
         closing += [old.observation_id for old in diff.withdrawn]
         for start in range(0, len(closing), CHUNK):
@@ -1104,57 +1120,36 @@ class _Writer:
         self._update_offers(repriced, diff)
 
     def _update_offers(self, repriced: list[tuple[Any, ...]], diff: _Diff) -> None:
-        conn, now, version = self.conn, self.now, self.version
-        values: dict[str, Any] = {
-            name: bindparam(f"p_{name}") for name in (*ATTRIBUTES, "fingerprint")
-        }
-        if repriced:
-            stmt = (
-                update(OFFER)
-                .where(OFFER.c.id == bindparam("p_id"))
-                .values(
-                    **values,
-                    status=OfferStatus.active.value,
-                    amount=bindparam("p_amount"),
-                    currency=bindparam("p_currency"),
-                    observation_id=bindparam("p_obs"),
-                    gpu_hour_usd=bindparam("p_gpu_usd"),
-                    gpu_hour_usd_e10=bindparam("p_gpu_key"),
-                    last_changed_at=now,
-                    last_changed_version=version,
-                    withdrawn_at=None,
-                    withdrawn_version=None,
+        conn, now, version, stamp = self.conn, self.now, self.version, self.stamp
+        bulk_update(
+            conn,
+            OFFER,
+            REPRICED_COLUMNS,
+            [
+                (
+                    old.id,
+                    *attributes,
+                    digest,
+                    ACTIVE,
+                    price[0],
+                    record.currency,
+                    obs_id,
+                    price[5],
+                    price[6],
+                    stamp,
+                    version,
+                    None,
+                    None,
                 )
-            )
-            conn.execute(
-                stmt,
-                [
-                    {
-                        "p_id": old.id,
-                        "p_amount": record.amount,
-                        "p_currency": record.currency,
-                        "p_obs": obs_id,
-                        "p_gpu_usd": gpu_usd,
-                        "p_gpu_key": sort_key_e10(gpu_usd),
-                        "p_fingerprint": digest,
-                        **{f"p_{n}": v for n, v in zip(ATTRIBUTES, attributes, strict=True)},
-                    }
-                    for old, record, attributes, digest, obs_id, gpu_usd in repriced
-                ],
-            )
-        if diff.touched:
-            stmt = update(OFFER).where(OFFER.c.id == bindparam("p_id")).values(**values)
-            conn.execute(
-                stmt,
-                [
-                    {
-                        "p_id": old.id,
-                        "p_fingerprint": digest,
-                        **{f"p_{n}": v for n, v in zip(ATTRIBUTES, attributes, strict=True)},
-                    }
-                    for old, attributes, digest in diff.touched
-                ],
-            )
+                for old, record, attributes, digest, obs_id, price in repriced
+            ],
+        )
+        bulk_update(
+            conn,
+            OFFER,
+            TOUCHED_COLUMNS,
+            [(old.id, *attributes, digest) for old, attributes, digest in diff.touched],
+        )
         withdrawn = [old.id for old in diff.withdrawn]
         for start in range(0, len(withdrawn), CHUNK):
             conn.execute(

@@ -1,0 +1,157 @@
+"""Ingest's fast paths: the state-text comparison of unchanged offers, memoized
+fingerprints and prices, bulk updates — each still classifies every offer exactly as a
+column-by-column comparison would. SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import gc
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, func, select
+
+from service.config import Settings
+from service.db import writer
+from service.ingest import (
+    CrawlResult,
+    _Current,
+    _load_current,
+    fingerprint,
+    ingest,
+)
+from tests.factories import OBS, OFFER, VERSION, catalog_state, check_invariants, records
+
+
+def crawl(recs: list[dict[str, Any]], **kwargs: Any) -> CrawlResult:
+    return CrawlResult(source="acme", records=recs, **kwargs)
+
+
+def offer_rows(engine: Engine) -> dict[str, dict[str, Any]]:
+    with engine.connect() as conn:
+        rows = conn.execute(select(OFFER).order_by(OFFER.c.id)).mappings().all()
+    return {f"{r['sku']}/{r['region']}": dict(r) for r in rows}
+
+
+def count(engine: Engine, table: Any, *where: Any) -> int:
+    with engine.connect() as conn:
+        stmt = select(func.count()).select_from(table)
+        return int(conn.execute(stmt.where(*where) if where else stmt).scalar() or 0)
+
+
+def test_unchanged_reingest_confirms_every_offer_and_writes_none(
+    engine: Engine, settings: Settings
+) -> None:
+    ingest(engine, settings, crawl(records(30)))
+    offers, state = offer_rows(engine), catalog_state(engine)
+    result = ingest(engine, settings, crawl(records(30)))
+    assert result.status.value == "ok" and result.seen == 30
+    assert result.catalog_version is None
+    assert (result.added, result.changed, result.updated, result.withdrawn) == (0, 0, 0, 0)
+    assert offer_rows(engine) == offers and catalog_state(engine) == state
+
+
+@pytest.mark.parametrize("spelling", ["20.000", "2E+1", "20", "0.0020E+4"])
+def test_the_same_price_spelled_differently_is_unchanged(
+    engine: Engine, settings: Settings, spelling: str
+) -> None:
+    ingest(engine, settings, crawl(records(3, amount="20.00")))
+    result = ingest(engine, settings, crawl(records(3, amount=spelling)))
+    assert (result.added, result.changed, result.updated) == (0, 0, 0)
+    assert result.catalog_version is None
+
+
+def test_a_changed_attribute_alone_updates_the_offer_in_place(
+    engine: Engine, settings: Settings
+) -> None:
+    ingest(engine, settings, crawl(records(10)))
+    before = offer_rows(engine)
+    result = ingest(engine, settings, crawl(records(10, vcpus="96")))
+    assert (result.added, result.changed, result.updated) == (0, 0, 10)
+    assert result.catalog_version == 2
+    after = offer_rows(engine)
+    for name, row in after.items():
+        assert row["vcpus"] == Decimal(96) and before[name]["vcpus"] is None
+        assert row["fingerprint"] != before[name]["fingerprint"]
+        assert row["observation_id"] == before[name]["observation_id"]
+        assert row["amount"] == before[name]["amount"]
+    assert count(engine, OBS) == 10  # no new observation: the price did not move
+    again = ingest(engine, settings, crawl(records(10, vcpus="96")))
+    assert again.catalog_version is None and again.updated == 0
+    check_invariants(engine)
+
+
+def test_one_crawl_adds_changes_updates_withdraws_and_reopens(
+    engine: Engine, settings: Settings
+) -> None:
+    ingest(engine, settings, crawl(records(20)))
+    first = records(20)
+    ingest(engine, settings, crawl(first[:18]))  # withdraws gpu-18 and gpu-19
+    assert count(engine, OFFER, OFFER.c.status == "withdrawn") == 2
+    batch = records(24)
+    del batch[5]  # withdrawn
+    batch[0]["amount"] = "99.5"  # changed
+    batch[1]["memory_gb"] = "512"  # updated in place
+    batch[2]["amount"], batch[2]["vcpus"] = "31.25", "64"  # changed, attributes too
+    # gpu-18 and gpu-19 come back (reopened); gpu-20..23 are new
+    before = offer_rows(engine)
+    result = ingest(engine, settings, crawl(batch))
+    assert result.status.value == "ok"
+    assert (result.added, result.changed, result.updated, result.withdrawn) == (6, 2, 1, 1)
+    after = offer_rows(engine)
+    assert after["gpu-0/r0"]["amount"] == Decimal("99.5")
+    assert after["gpu-1/r1"]["memory_gb"] == Decimal(512)
+    assert after["gpu-1/r1"]["observation_id"] == before["gpu-1/r1"]["observation_id"]
+    assert after["gpu-2/r2"]["vcpus"] == Decimal(64)
+    assert after["gpu-2/r2"]["gpu_hour_usd"] == Decimal("31.25") / 8
+    assert after["gpu-2/r2"]["gpu_hour_usd_e10"] == int(Decimal("31.25") / 8 * 10**10)
+    assert after["gpu-2/r2"]["last_changed_version"] == result.catalog_version
+    assert after["gpu-5/r5"]["status"] == "withdrawn"
+    for name in ("gpu-18/r4", "gpu-19/r5"):
+        assert after[name]["status"] == "active" and after[name]["withdrawn_at"] is None
+    assert count(engine, VERSION) == 3
+    check_invariants(engine)
+    # and the next identical crawl of that mixed state changes nothing
+    again = ingest(engine, settings, crawl(batch))
+    assert again.catalog_version is None
+    assert (again.added, again.changed, again.updated, again.withdrawn) == (0, 0, 0, 0)
+
+
+def test_the_current_state_text_round_trips(engine: Engine, settings: Settings) -> None:
+    ingest(engine, settings, crawl(records(4, amount="12.3400")))
+    ingest(engine, settings, crawl(records(3, amount="12.3400")))  # withdraws gpu-3
+    rows = offer_rows(engine)
+    with writer(engine).begin() as conn:
+        current = _load_current(conn, "acme")
+    assert len(current) == 4
+    for key, state in current.items():
+        provider, sku, region, kind, unit = key.split("\x1f")
+        row = rows[f"{sku}/{region}"]
+        old = _Current.parse(key, state)
+        assert (provider, kind, unit) == ("acme", "on_demand", "hour")
+        assert state.startswith("12.34\x1fUSD\x1f")  # canonical amount text on both databases
+        assert (old.id, old.observation_id, old.status) == (
+            row["id"],
+            row["observation_id"],
+            row["status"],
+        )
+        assert old.amount == Decimal("12.34") and old.fingerprint == row["fingerprint"]
+
+
+def test_fingerprint_memo_matches_the_plain_function(engine: Engine, settings: Settings) -> None:
+    ingest(engine, settings, crawl(records(6, vcpus="8.0")))
+    with engine.connect() as conn:
+        stored = conn.execute(select(OFFER.c.fingerprint, OFFER.c.gpu_count)).all()
+    attributes = ("instance", None, "H100 SXM", Decimal("8"), None, Decimal("8.0"), None, "DE")
+    expected = fingerprint((*attributes, None, False, None))
+    assert {digest for digest, _ in stored} == {expected}
+
+
+def test_the_garbage_collector_is_back_on_after_an_ingest(
+    engine: Engine, settings: Settings
+) -> None:
+    assert gc.isenabled()
+    ingest(engine, settings, crawl(records(3)))
+    assert gc.isenabled()
+    ingest(engine, settings, crawl([]))  # a failed (empty) crawl too
+    assert gc.isenabled()
