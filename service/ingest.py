@@ -13,7 +13,7 @@ import gc
 import hashlib
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -714,7 +714,7 @@ def _apply(
         writer_.write(crawl.source, diff)
         enqueue_for_diff(conn, version, diff, now, writer_.observations)
         result.catalog_version = version
-        _ensure_instance_types(conn, diff.added)
+        _ensure_instance_types(conn, diff.added, writer_.bound_attributes)
     result.added = len(diff.added) + len(diff.reopened)
     result.changed, result.withdrawn = len(diff.changed), len(diff.withdrawn)
     result.updated = len(diff.touched)
@@ -874,12 +874,14 @@ def _ensure_providers(conn: Connection, slugs: set[str], resolver: _Resolver) ->
 
 
 def _ensure_instance_types(
-    conn: Connection, added: list[tuple[OfferRecord, tuple[Any, ...], str]]
+    conn: Connection,
+    added: list[tuple[OfferRecord, tuple[Any, ...], str]],
+    bound: Callable[[tuple[Any, ...], str], tuple[Any, ...]],
 ) -> None:
     """Register SKUs first seen in this crawl (an SKU already offered is already known)."""
-    candidates: dict[tuple[str, str], tuple[OfferRecord, tuple[Any, ...]]] = {}
-    for record, attributes, _ in added:
-        candidates.setdefault((record.provider, record.sku), (record, attributes))
+    candidates: dict[tuple[str, str], tuple[tuple[Any, ...], str]] = {}
+    for record, attributes, digest in added:
+        candidates.setdefault((record.provider, record.sku), (attributes, digest))
     if not candidates:
         return
     providers = {provider for provider, _ in candidates}
@@ -889,23 +891,16 @@ def _ensure_instance_types(
             select(SKU.c.provider, SKU.c.name).where(SKU.c.provider.in_(providers))
         )
     }
-    rows = [
-        (
-            provider,
-            name,
-            attributes[1],
-            record.gpu_count,
-            record.vcpus,
-            record.memory_gb,
-            record.bare_metal,
-        )
-        for (provider, name), (record, attributes) in candidates.items()
-        if (provider, name) not in known
-    ]
+    rows = []
+    for (provider, name), (attributes, digest) in candidates.items():
+        if (provider, name) not in known:
+            values = bound(attributes, digest)
+            rows.append((provider, name, *(values[at] for at in SKU_ATTRIBUTES)))
     bulk_insert(conn, SKU, SKU_COLUMNS, rows)
 
 
 SKU_COLUMNS = ("provider", "name", "gpu_slug", "gpu_count", "vcpus", "memory_gb", "bare_metal")
+SKU_ATTRIBUTES = tuple(ATTRIBUTES.index(name) for name in SKU_COLUMNS[2:])
 OFFER_COLUMNS = (
     "id",
     "source",
@@ -984,6 +979,22 @@ class _Writer:
         self._prices: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self.bind = bulk_binder(conn)
         self.stamp = self.bind(now)
+        self._binds_text = conn.dialect.name == "sqlite"
+        self._bound: dict[str, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
+
+    def bound_attributes(self, attributes: tuple[Any, ...], digest: str) -> tuple[Any, ...]:
+        """``attributes`` as bound for the bulk writes, memoized per fingerprint (offers
+        of one SKU share them). The memo is used only for equal attributes: the same
+        fingerprint text and equal values are the same stored values."""
+        if not self._binds_text:
+            return attributes
+        entry = self._bound.get(digest)
+        if entry is not None and entry[0] == attributes:
+            return entry[1]
+        values = tuple(map(self.bind, attributes))
+        if entry is None:
+            self._bound[digest] = (attributes, values)
+        return values
 
     def _price(self, fields: Mapping[str, Any]) -> tuple[Any, ...]:
         """The derived figures of a price, as bound for the bulk writes, with USD per
@@ -1075,6 +1086,7 @@ class _Writer:
         next_offer = (conn.execute(select(func.max(OFFER.c.id))).scalar() or 0) + 1
         new_offers = []
         stamp, price_of, observe = self.stamp, self._price, self._observation
+        bound_of = self.bound_attributes
         for offer_id, (record, attributes, digest) in enumerate(diff.added, next_offer):
             fields = record.__dict__
             price = price_of(fields)
@@ -1087,7 +1099,7 @@ class _Writer:
                     fields["region"],
                     fields["price_kind"],
                     fields["unit"],
-                    *attributes,
+                    *bound_of(attributes, digest),
                     digest,
                     ACTIVE,
                     price[0],

@@ -155,3 +155,20 @@ def test_the_garbage_collector_is_back_on_after_an_ingest(
     assert gc.isenabled()
     ingest(engine, settings, crawl([]))  # a failed (empty) crawl too
     assert gc.isenabled()
+
+
+def test_new_skus_are_registered_with_their_attributes(engine: Engine, settings: Settings) -> None:
+    from schema.catalog import InstanceType
+
+    sku = InstanceType.__table__  # type: ignore[attr-defined]
+    recs = records(4, vcpus="26.5", memory_gb="192.0", bare_metal=True)
+    ingest(engine, settings, crawl(recs))
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(sku.c.name, sku.c.gpu_count, sku.c.vcpus, sku.c.memory_gb, sku.c.bare_metal)
+            .where(sku.c.provider == "acme")
+            .order_by(sku.c.name)
+        ).all()
+    assert [tuple(r) for r in rows] == [
+        (f"gpu-{i}", Decimal(8), Decimal("26.5"), Decimal(192), True) for i in range(4)
+    ]
