@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Callable, Iterator, Sequence
-from datetime import date, datetime
+from datetime import date
 from typing import Any, Literal
 
 import orjson
@@ -20,9 +20,24 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import StreamingResponse
-from sqlalchemy import Connection, Dialect, Engine
+from sqlalchemy import (
+    Boolean,
+    Connection,
+    Date,
+    DateTime,
+    Dialect,
+    Engine,
+    String,
+    case,
+    cast,
+    func,
+    literal,
+    or_,
+    type_coerce,
+)
+from sqlalchemy.types import TypeDecorator
 
-from schema.types import DecimalType, decimal_to_text
+from schema.types import DecimalType, UTCDateTime, decimal_to_text
 from service.api.deps import ConnDep, cache, get_engine, reject_unknown_params
 from service.api.params import FILTER_PARAMS, ListingDep
 from service.queries import OFFER_COLUMNS, ComplianceSets, OfferFilters, stream_offers
@@ -122,6 +137,26 @@ def _memo(convert: Convert) -> Convert:
     return once
 
 
+Kind = Literal["bool", "datetime", "decimal", "date", "text", "number"]
+
+
+def _kind(column: Any) -> Kind:
+    """What a column holds, by its SQL type (``python_type`` says ``object`` for the
+    project's and SQLModel's own types)."""
+    kind = column.type
+    if isinstance(kind, TypeDecorator) and not isinstance(kind, DecimalType | UTCDateTime):
+        kind = kind.impl  # e.g. SQLModel's AutoString: a String
+    if isinstance(kind, DecimalType):
+        return "decimal"
+    if isinstance(kind, UTCDateTime | DateTime):
+        return "datetime"
+    if isinstance(kind, Boolean):
+        return "bool"
+    if isinstance(kind, Date):
+        return "date"
+    return "text" if isinstance(kind, String) else "number"
+
+
 def _converters(dialect: Dialect, jsonl: bool) -> list[tuple[int, Convert]]:
     """(position, conversion) for the columns whose driver values need one.
 
@@ -131,19 +166,26 @@ def _converters(dialect: Dialect, jsonl: bool) -> list[tuple[int, Convert]]:
     out: list[tuple[int, Convert]] = []
     sqlite = dialect.name == "sqlite"
     for position, column in enumerate(EXPORT_COLUMNS):
-        python = column.type.python_type
-        if python is bool:
+        kind = _kind(column)
+        if kind == "bool":
             if sqlite or not jsonl:
                 truth = {None: None, 0: False, 1: True} if jsonl else {0: "false", 1: "true"}
                 out.append((position, truth.get))
-        elif python is datetime:
-            typed = column.type.result_processor(dialect, None)
-            out.append((position, _memo(lambda v, typed=typed: typed(v).isoformat())))
-        elif isinstance(column.type, DecimalType) and not sqlite:
+        elif kind == "datetime":
+            typed = column.type.dialect_impl(dialect).result_processor(dialect, None)
+            out.append((position, _memo(_isoformat(typed))))
+        elif kind == "decimal" and not sqlite:
             out.append((position, _memo(decimal_to_text)))
-        elif python is date and not sqlite:
+        elif kind == "date" and not sqlite:
             out.append((position, _memo(date.isoformat)))
     return out
+
+
+def _isoformat(typed: Convert) -> Convert:
+    def convert(value: Any) -> Any:
+        return typed(value).isoformat()
+
+    return convert
 
 
 def _raw(
@@ -169,6 +211,64 @@ def _convert(
         for position, convert in converters:
             row[position] = convert(row[position])
         yield row
+
+
+def _cat(*parts: Any) -> Any:
+    """SQL string concatenation (``||``) of expressions and literals."""
+    out = parts[0] if not isinstance(parts[0], str) else literal(parts[0], String())
+    for part in parts[1:]:
+        out = out.op("||", return_type=String())(part)
+    return out
+
+
+def _sqlite_field(column: Any) -> Any:
+    """SQL for one column's CSV field on SQLite: the text ``csv.writer`` writes for the value
+    :func:`_converters` gives it (minimal quoting, null as an empty field)."""
+    kind = _kind(column)
+    if kind == "bool":
+        return case((column == 1, "true"), (column == 0, "false"), else_="")
+    raw = type_coerce(column, String())  # the stored text, no Python-side processing
+    if kind == "datetime":  # stored naive UTC 'YYYY-MM-DD HH:MM:SS.ffffff' -> isoformat()
+        micro = func.substr(raw, 21, type_=String())
+        fraction = case((micro.in_(("", "000000")), ""), else_=_cat(".", micro))
+        day_time = func.replace(func.substr(raw, 1, 19), " ", "T", type_=String())
+        return func.coalesce(_cat(day_time, fraction, "+00:00"), "")
+    if kind == "text":  # quoted when csv.writer would
+        quote = or_(func.instr(raw, ",") > 0, func.instr(raw, '"') > 0, func.instr(raw, "\n") > 0)
+        quoted = _cat('"', func.replace(raw, '"', '""', type_=String()), '"')
+        return func.coalesce(case((quote, quoted), else_=raw), "")
+    return func.coalesce(cast(column, String()), "")  # numbers, decimals, dates: stored text
+
+
+def _sqlite_line() -> Any:
+    """The whole CSV line of a row, built by SQLite (one text column instead of 31 values)."""
+    fields = [_sqlite_field(c) for c in EXPORT_COLUMNS]
+    parts: list[Any] = [fields[0]]
+    for field in fields[1:]:
+        parts += [",", field]
+    return _cat(*parts).label("line")
+
+
+def _sqlite_csv(
+    engine: Engine, filters: OfferFilters, compliance: ComplianceSets, version: int | None
+) -> Iterator[bytes]:
+    """CSV on SQLite: lines formatted in SQL, joined and sent in ~64 KiB chunks."""
+    yield (",".join(NAMES) + "\n").encode()
+    for conn in _snapshot(engine):
+        lines = stream_raw(
+            conn, [_sqlite_line()], filters, version=version, compliance=compliance, batch=2000
+        )
+        chunk: list[str] = []
+        size = 0
+        for part in lines:
+            text = "\n".join([row[0] for row in part])
+            chunk.append(text)
+            size += len(text)
+            if size >= CHUNK:
+                yield ("\n".join(chunk) + "\n").encode()
+                chunk, size = [], 0
+        if chunk:
+            yield ("\n".join(chunk) + "\n").encode()
 
 
 def _csv(batches: Iterator[Iterator[list[Any]]]) -> Iterator[bytes]:
@@ -260,6 +360,8 @@ def export(
     body: Iterator[bytes]
     if format == "parquet":
         body = _parquet(_rows(engine, filters, compliance, version))
+    elif format == "csv" and engine.dialect.name == "sqlite":
+        body = _sqlite_csv(engine, filters, compliance, version)
     else:
         batches = _raw(engine, filters, compliance, version, jsonl=format == "jsonl")
         body = _jsonl(batches) if format == "jsonl" else _csv(batches)

@@ -1,0 +1,85 @@
+"""CSV export: SQLite formats the lines itself; they equal ``csv.writer``'s, byte for byte,
+and every backend and format writes the same values (timestamps as aware ISO 8601)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, text
+
+from service.api.main import create_app
+from service.api.routes.export import _csv, _raw, _sqlite_csv
+from service.config import REFERENCE_DIR, Settings
+from service.ingest import CrawlResult, ingest
+from service.queries import ComplianceSets, OfferFilters
+from service.reference import load_reference
+from tests.factories import record
+
+AWKWARD = ["plain", "with,comma", 'with "quotes"', "two\nlines", "carriage\rreturn", " spaced "]
+
+
+def awkward_catalog(engine: Engine, settings: Settings) -> None:
+    load_reference(engine, REFERENCE_DIR)
+    records = [
+        record(
+            i,
+            sku=f"{text}-{i}",
+            gpu_name_raw=text if i % 2 else "H100 SXM",
+            source_url=f'https://example.com/p?a={i},b="{text}"',
+            bare_metal=(None, True, False)[i % 3],
+            amount=("0.0000001", "12.5", "100", "3.14159")[i % 4],
+        )
+        for i, text in enumerate(AWKWARD * 3)
+    ]
+    ingest(engine, settings, CrawlResult(source="acme", records=records))
+
+
+@pytest.fixture
+def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
+    awkward_catalog(engine, settings)
+    app = create_app(settings.model_copy(update={"scheduler_enabled": False}))
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+def test_sqlite_lines_equal_csv_writer(sqlite_engine: Engine, sqlite_url: str) -> None:
+    settings = Settings(database_url=sqlite_url, environment="test", _env_file=None)  # type: ignore[call-arg]
+    awkward_catalog(sqlite_engine, settings)
+    args = (sqlite_engine, OfferFilters(), ComplianceSets(), None)
+    by_sql = b"".join(_sqlite_csv(*args))
+    by_writer = b"".join(_csv(_raw(*args, jsonl=False)))
+    assert by_sql == by_writer
+    with sqlite_engine.connect() as conn:
+        offers = conn.execute(text("SELECT count(*) FROM offer")).scalar()
+    assert by_sql.count(b"\n") - by_sql.count(b"two\nlines") == offers + 1 >= len(AWKWARD) * 2
+    assert b'"with ""quotes""' in by_sql and b'"with,comma' in by_sql
+
+
+def test_csv_and_jsonl_hold_the_same_values(client: TestClient) -> None:
+    text = client.get("/v1/export", params={"format": "csv"}).text
+    rows = list(csv.DictReader(io.StringIO(text)))
+    lines = client.get("/v1/export", params={"format": "jsonl"}).text.splitlines()
+    objects = [json.loads(line) for line in lines]
+    assert len(rows) == len(objects) >= len(AWKWARD) * 2
+    for row, obj in zip(rows, objects, strict=True):
+        for name, value in obj.items():
+            expected = (
+                ""
+                if value is None
+                else str(value).lower()
+                if isinstance(value, bool)
+                else str(value)
+            )
+            assert row[name] == expected, name
+        first_seen = datetime.fromisoformat(row["first_seen"])
+        assert first_seen.tzinfo is not None and first_seen.utcoffset() == UTC.utcoffset(None)
+        assert row["first_seen"] == first_seen.isoformat()
+    assert {"with,comma", 'with "quotes"', "two\nlines"} <= {
+        r["sku"].rsplit("-", 1)[0] for r in rows
+    }
