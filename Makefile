@@ -55,7 +55,14 @@ format: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-bench: $(STAMP)
+BENCH_STAMP := $(VENV)/.bench-stamp
+
+# Benchmark-only dependencies (the `bench` extra: gpuhunt, the peer of the query benchmark).
+$(BENCH_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	@touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
 	@pg_url="$$(bash .ci/postgres-url)" || exit 1; \
 	GPUATLAS_TEST_POSTGRES_URL="$$pg_url" $(BIN)/python -m tests.bench
 
