@@ -3,7 +3,9 @@
 CSV and JSON Lines take the fast path: one statement (one snapshot) read from the driver in
 batches without SQLAlchemy's type processing, each column converted once by kind (decimals
 are already canonical text on SQLite; the few distinct timestamps are formatted once), rows
-formatted by ``csv.writer`` / orjson and sent in chunks of about 64 KiB. Parquet reads
+formatted by ``csv.writer`` / orjson and sent in chunks of about 64 KiB. CSV on SQLite goes
+one step further: SQLite writes each line itself (:func:`_sqlite_line`, the same text
+``csv.writer`` writes for the converted values), so Python only joins lines. Parquet reads
 typed rows (it needs them typed anyway).
 """
 
