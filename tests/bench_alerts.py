@@ -213,12 +213,12 @@ def run_backend(name: str, url: str) -> None:
             f"(enqueue {idle.seconds * 1000:.1f} ms), {with_subs:.2f} s with them, "
             f"difference {with_subs - without:+.2f} s"
         )
-        delivered, seconds = deliver(engine, settings, min(DELIVER, created))
+        delivered, seconds, cpu = deliver(engine, settings, min(DELIVER, created))
         print(
             f"[{name}] delivery, receiver in this process: {delivered:,} events in "
             f"{seconds:.2f} s = {delivered / seconds if seconds else 0:,.0f} events/s (batch "
             f"{settings.dispatcher_batch_size}, concurrency {settings.webhook_concurrency}, "
-            f"receiver saw {len(receiver.posts):,})"
+            f"receiver saw {len(receiver.posts):,}; CPU {cpu:.2f} s with the receiver's)"
         )
         with OwnProcessReceiver() as other:
             with writer(engine).begin() as conn:
@@ -227,25 +227,28 @@ def run_backend(name: str, url: str) -> None:
                         url=func.replace(SUBSCRIPTION.c.url, receiver.url, other.url)
                     )
                 )
-            delivered, seconds = deliver(engine, settings, min(DELIVER, created - delivered))
+            delivered, seconds, cpu = deliver(engine, settings, min(DELIVER, created - delivered))
             print(
                 f"[{name}] delivery, receiver in its own process: {delivered:,} events in "
                 f"{seconds:.2f} s = {delivered / seconds if seconds else 0:,.0f} events/s "
-                f"(receiver saw {other.count():,})"
+                f"(receiver saw {other.count():,}; dispatcher CPU {cpu:.2f} s = "
+                f"{cpu * 1000 / max(delivered, 1):.2f} ms per event; load average "
+                f"{os.getloadavg()[0]:.1f})"
             )
     engine.dispose()
 
 
-def deliver(engine: Engine, settings: Settings, bound: int) -> tuple[int, float]:
-    """Dispatcher runs until ``bound`` events are delivered (or none is due)."""
+def deliver(engine: Engine, settings: Settings, bound: int) -> tuple[int, float, float]:
+    """Dispatcher runs until ``bound`` events are delivered (or none is due): events,
+    seconds, CPU seconds of this process (all its threads)."""
     delivered = 0
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     while delivered < bound:
         report = run_dispatcher_once(engine, settings)
         if report.claimed == 0:
             break
         delivered += report.delivered
-    return delivered, time.perf_counter() - start
+    return delivered, time.perf_counter() - start, time.process_time() - cpu
 
 
 class OwnProcessReceiver:

@@ -168,9 +168,11 @@ async def _dispatch(
     budget = window * RUN_BATCHES
     slots = asyncio.Semaphore(settings.webhook_concurrency)
     timeout = httpx.Timeout(settings.webhook_timeout_seconds)
+    # One connection per concurrent receiver: the pool checks each idle connection on
+    # every request, so more than that would cost time without adding throughput.
     limits = httpx.Limits(
-        max_connections=settings.webhook_concurrency * 2,
-        max_keepalive_connections=settings.webhook_concurrency * 2,
+        max_connections=settings.webhook_concurrency,
+        max_keepalive_connections=settings.webhook_concurrency,
     )
     running: dict[asyncio.Task[list[Outcome]], list[Delivery]] = {}
     by_subscription: dict[int, asyncio.Task[list[Outcome]]] = {}
