@@ -66,8 +66,8 @@ bench: $(BENCH_STAMP)
 	@pg_url="$$(bash .ci/postgres-url)" || exit 1; \
 	GPUATLAS_TEST_POSTGRES_URL="$$pg_url" $(BIN)/python -m tests.bench
 
-# Not part of `make test` (a 30-second version of it is): the bounded chaos run of
-# docs/reliability.md, SQLite then PostgreSQL with two replicas.
+# Not part of `make test` (a 22-second version of it is): the bounded chaos run of
+# docs/reliability.md (3 random kills, 2 aimed at ingests), SQLite then PostgreSQL with two replicas.
 chaos: setup
 	$(BIN)/python -m tests.chaos.run --seconds 300 --seed 1 --db sqlite
 	@pg_url="$$(bash .ci/postgres-url)" || exit 1; \
