@@ -765,7 +765,11 @@ def _diff(
     diff.added = [entry for _, entry in added]
     if protected is not None:  # a complete crawl: what it omits is withdrawn
         omitted = current.keys() - set(keys) - protected
-        withdrawn = [_Current.parse(key, current[key]) for key in omitted]
+        withdrawn = [
+            _Current.parse(key, current[key])
+            for key in omitted
+            if active_suffix in current[key]  # only the status field can hold "active"
+        ]
         diff.withdrawn = sorted((o for o in withdrawn if o.status == ACTIVE), key=_offer_id)
     return diff
 

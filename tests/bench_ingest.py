@@ -3,6 +3,10 @@
 Measures, in one run and side by side: first ingest, unchanged re-ingest, 5 %-changed
 re-ingest (offers/s, seconds, database bytes added), and the floor: the same rows
 inserted by one raw ``executemany`` on the same database kind.
+
+Besides wall time it prints this process's CPU time: on a shared machine the wall time
+of one step swings with the load of its neighbours, its CPU time much less (PostgreSQL's
+own work runs in the server and only shows in the wall time).
 """
 
 from __future__ import annotations
@@ -86,12 +90,13 @@ class Figure:
     label: str
     seconds: float
     bytes_added: int
+    cpu_seconds: float = 0.0
 
     def line(self, n: int) -> str:
         rate = n / self.seconds if self.seconds else float("inf")
         return (
             f"  {self.label:<28} {self.seconds:8.3f} s  {rate:12,.0f} offers/s  "
-            f"{self.bytes_added / 1024:12,.1f} KiB added"
+            f"{self.bytes_added / 1024:12,.1f} KiB added  (client CPU {self.cpu_seconds:.3f} s)"
         )
 
 
@@ -103,16 +108,17 @@ def db_bytes(engine: Engine, sqlite_path: Path | None) -> int:
         wal = sqlite_path.with_name(sqlite_path.name + "-wal")
         return size + (wal.stat().st_size if wal.exists() else 0)
     with engine.connect() as conn:
-        conn.execute(text("CHECKPOINT")) if False else None
         return int(conn.execute(text("SELECT pg_database_size(current_database())")).scalar() or 0)
 
 
 def timed(label: str, engine: Engine, sqlite_path: Path | None, func: Any) -> Figure:
     before = db_bytes(engine, sqlite_path)
+    cpu = time.process_time()
     start = time.perf_counter()
     func()
     seconds = time.perf_counter() - start
-    return Figure(label, seconds, db_bytes(engine, sqlite_path) - before)
+    cpu = time.process_time() - cpu
+    return Figure(label, seconds, db_bytes(engine, sqlite_path) - before, cpu)
 
 
 def run_backend(name: str, url: str, sqlite_path: Path | None) -> list[Figure]:
