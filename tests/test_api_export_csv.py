@@ -1,5 +1,5 @@
-"""CSV export: SQLite formats the lines itself; they equal ``csv.writer``'s, byte for byte,
-and every backend and format writes the same values (timestamps as aware ISO 8601)."""
+"""CSV and JSON Lines exports write the same values on every backend: awkward text quoted,
+booleans as true/false, timestamps as aware ISO 8601 (SQLite once wrote its stored text)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,11 @@ from datetime import UTC, datetime
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
 from service.api.main import create_app
-from service.api.routes.export import _csv, _raw, _sqlite_csv
 from service.config import REFERENCE_DIR, Settings
 from service.ingest import CrawlResult, ingest
-from service.queries import ComplianceSets, OfferFilters
 from service.reference import load_reference
 from tests.factories import record
 
@@ -46,19 +44,6 @@ def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
     app = create_app(settings.model_copy(update={"scheduler_enabled": False}))
     with TestClient(app) as test_client:
         yield test_client
-
-
-def test_sqlite_lines_equal_csv_writer(sqlite_engine: Engine, sqlite_url: str) -> None:
-    settings = Settings(database_url=sqlite_url, environment="test", _env_file=None)  # type: ignore[call-arg]
-    awkward_catalog(sqlite_engine, settings)
-    args = (sqlite_engine, OfferFilters(), ComplianceSets(), None)
-    by_sql = b"".join(_sqlite_csv(*args))
-    by_writer = b"".join(_csv(_raw(*args, jsonl=False)))
-    assert by_sql == by_writer
-    with sqlite_engine.connect() as conn:
-        offers = conn.execute(text("SELECT count(*) FROM offer")).scalar()
-    assert by_sql.count(b"\n") - by_sql.count(b"two\nlines") == offers + 1 >= len(AWKWARD) * 2
-    assert b'"with ""quotes""' in by_sql and b'"with,comma' in by_sql
 
 
 def test_csv_and_jsonl_hold_the_same_values(client: TestClient) -> None:
