@@ -693,7 +693,7 @@ def run(
         for thread in threads:
             thread.start()
         moments = [(rng.uniform(0.2, 0.85) * seconds + started, "kill") for _ in range(kills)]
-        moments += [(rng.uniform(0.1, 0.6) * seconds + started, "aim") for _ in range(aimed)]
+        moments += [(rng.uniform(0.1, 0.5) * seconds + started, "aim") for _ in range(aimed)]
         if db == "postgres":
             moments.append((rng.uniform(0.3, 0.7) * seconds + started, "cut"))
         survived, cuts, aims = 0, [], []
@@ -703,7 +703,7 @@ def run(
                 cuts.append(cut_connections(engine))
                 continue
             if what == "aim":
-                aim = aim_at_ingest(engine, database_url, farm, services, until - 2)
+                aim = aim_at_ingest(engine, database_url, farm, services, until + 3)
                 victim, down = aim.victim, aim.down
                 aims.append(aim)
             else:
