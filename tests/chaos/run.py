@@ -1,5 +1,6 @@
-"""The chaos run: farm + service (scheduler on a fast cadence) + clients + webhook receiver,
-SIGKILLs and restarts, then the catalog is checked against the farm's log of the truth.
+"""The chaos run: farm + service (scheduler on a fast cadence) + clients + a webhook
+receiver that verifies signatures, SIGKILLs (at random moments and aimed at an ingest
+transaction) and restarts, then the catalog is checked against the farm's log of the truth.
 
     python -m tests.chaos.run --seconds 300 --seed 1 --db sqlite
 
