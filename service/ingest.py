@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -898,13 +899,13 @@ def _ensure_instance_types(
     rows = []
     for (provider, name), (attributes, digest) in candidates.items():
         if (provider, name) not in known:
-            values = bound(attributes, digest)
-            rows.append((provider, name, *(values[at] for at in SKU_ATTRIBUTES)))
+            rows.append((provider, name, *SKU_ATTRIBUTES(bound(attributes, digest))))
     bulk_insert(conn, SKU, SKU_COLUMNS, rows)
 
 
 SKU_COLUMNS = ("provider", "name", "gpu_slug", "gpu_count", "vcpus", "memory_gb", "bare_metal")
-SKU_ATTRIBUTES = tuple(ATTRIBUTES.index(name) for name in SKU_COLUMNS[2:])
+SKU_ATTRIBUTES = itemgetter(*(ATTRIBUTES.index(name) for name in SKU_COLUMNS[2:]))
+"""An offer's attributes -> its instance type's, in SKU_COLUMNS order."""
 OFFER_COLUMNS = (
     "id",
     "source",
