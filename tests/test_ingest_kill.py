@@ -1,7 +1,9 @@
 """Invariant 2: a process SIGKILLed at random points of an ingest leaves no trace.
 
 After each kill the catalog equals exactly the state before or after that ingest, its
-structural invariants hold, and the next ingest works. 20 kills per database.
+structural invariants hold, and the next ingest works. 20 kills per database (up to 40
+more, with a wider or narrower window, when the machine's load moved since calibrating
+and one side of the commit was never hit).
 """
 
 from __future__ import annotations
@@ -97,7 +99,12 @@ def test_sigkill_mid_ingest_leaves_before_or_after(engine: Engine, settings: Set
             wait_dead(pid)
             durations.append(time.monotonic() - started)
         window = 1.5 * max(durations)
-        for _ in range(KILLS):
+        for kill in range(3 * KILLS):
+            if kill >= KILLS:
+                if outcomes["before"] and outcomes["after"]:
+                    break
+                # One side never hit: the machine's load changed since calibrating.
+                window = window * 1.5 if outcomes["before"] else window / 1.5
             before = content(engine)
             target = opposite()
             pid = spawn(target)
