@@ -507,6 +507,7 @@ class _Reference:
 
 
 _MISSING: Any = object()
+ATTRIBUTE_SEP = "\x1f"
 ACTIVE, WITHDRAWN = OfferStatus.active.value, OfferStatus.withdrawn.value
 GPU_NAME, REGION_NAME = UnmappedKind.gpu.value, UnmappedKind.region.value
 GLOBAL_REGIONS = frozenset({"global"})
@@ -522,7 +523,8 @@ class _Resolver:
         self.unmapped: Counter[tuple[str, str]] = Counter()
         self.records_unmapped = 0
         self._gpu: dict[tuple[str | None, str | None], str | None] = {}
-        self._digests: dict[str, str] = {}
+        self.digests: dict[str, str] = {}
+        """Fingerprint memo: the exact text hashed -> its digest."""
 
     def attributes(self, fields: Mapping[str, Any]) -> tuple[Any, ...]:
         """A record's SKU attributes (``fields`` is its ``__dict__``), in ATTRIBUTES order,
@@ -554,10 +556,11 @@ class _Resolver:
     def fingerprint(self, attributes: tuple[Any, ...]) -> str:
         """:func:`fingerprint`, memoized on the exact text it hashes (many offers of a
         crawl share their SKU's attributes)."""
-        joined = "\x1f".join(map(str, attributes))
-        digest = self._digests.get(joined)
-        if digest is None:
-            digest = self._digests[joined] = _digest(joined)
+        joined = ATTRIBUTE_SEP.join(map(str, attributes))
+        return self.digests.get(joined) or self.digest(joined)
+
+    def digest(self, joined: str) -> str:
+        digest = self.digests[joined] = _digest(joined)
         return digest
 
     def _count_unmapped(
@@ -583,7 +586,7 @@ def fingerprint(attributes: tuple[Any, ...]) -> str:
 
     It is computed from records only (never from stored values), so the text form of
     each value just has to be stable: ``str`` of None, bools, decimals and strings is."""
-    return _digest("\x1f".join(map(str, attributes)))
+    return _digest(ATTRIBUTE_SEP.join(map(str, attributes)))
 
 
 def _digest(joined: str) -> str:
@@ -738,13 +741,14 @@ def _diff(
     nothing else is built for it."""
     diff = _Diff()
     added: list[tuple[Key, tuple[OfferRecord, tuple[Any, ...], str]]] = []
-    attributes_of, digest_of = resolver.attributes, resolver.fingerprint
-    state_of, amount_text = current.get, decimal_to_text
+    attributes_of, digests, digest_of = resolver.attributes, resolver.digests, resolver.digest
+    state_of, amount_text, join = current.get, decimal_to_text, ATTRIBUTE_SEP.join
     active_suffix = f"{STATE_SEP}{ACTIVE}{STATE_SEP}"
     for record, key in zip(records, keys, strict=True):
         fields = record.__dict__
         attributes = attributes_of(fields)
-        digest = digest_of(attributes)
+        joined = join(map(str, attributes))  # resolver.fingerprint(), inlined: hot loop
+        digest = digests.get(joined) or digest_of(joined)
         state = state_of(key)
         if state is None:
             added.append((key, (record, attributes, digest)))
