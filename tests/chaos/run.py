@@ -71,6 +71,8 @@ class Hit:
 class Outcome:
     violations: list[str] = field(default_factory=list)
     figures: dict[str, Any] = field(default_factory=dict)
+    log: dict[str, Any] = field(default_factory=dict)
+    """The farm's log (changes, faults), for ``--json``: to read a violation against."""
 
     def check(self, ok: bool, message: str) -> None:
         if not ok:
@@ -726,6 +728,7 @@ def run(
             each.stop()
         _check(outcome, engine, farm, receiver, hits, services, baseline_version, survived, cuts)
         _check_aims(outcome, engine, aims)
+        outcome.log = {"changes": farm.log.changes, "faults": farm.log.faults}
         outcome.figures["kills_random"] = survived - len(aims)
         outcome.figures.update(
             {
@@ -854,16 +857,21 @@ def _check(
     # history of every offer of the farm's sources
     obs = _rows(
         engine,
-        "SELECT o.source, o.sku, o.region, o.price_kind, p.amount, p.valid_from, p.version_from "
-        "FROM price_observation p JOIN offer o ON o.id = p.offer_id "
+        "SELECT o.source, o.sku, o.region, o.price_kind, p.amount, p.valid_from, p.version_from, "
+        "p.valid_to FROM price_observation p JOIN offer o ON o.id = p.offer_id "
         f"WHERE o.source IN ({IN_SOURCES}) ORDER BY p.id",
     )
-    history: dict[tuple[str, str, str], list[tuple[Decimal, float, int]]] = {}
+    history: dict[tuple[str, str, str], list[tuple[Decimal, float, int, float | None]]] = {}
     unmoved: Counter[tuple[str, str, str, str]] = Counter()  # prices the farm never moves
-    for source, sku, region, kind, amount, valid_from, version in obs:
+    for source, sku, region, kind, amount, valid_from, version, valid_to in obs:
         if kind == "on_demand":
             history.setdefault((source, sku, region), []).append(
-                (Decimal(str(amount)), _ts(valid_from), int(version))
+                (
+                    Decimal(str(amount)),
+                    _ts(valid_from),
+                    int(version),
+                    _ts(valid_to) if valid_to is not None else None,
+                )
             )
         else:
             unmoved[(source, sku, region, kind)] += 1
@@ -903,10 +911,18 @@ def _check(
                 )
                 continue
             changed_at = changed_values[(source, key, value)]
-            if not any(changed_at <= r[1] <= last + crawl_slack for r in rows):
+            # the catalog showed the value at some moment of its window: a new observation,
+            # or one still current when the farm moved back to it (a -> b -> a with b
+            # never fetched by a successful crawl: the catalog rightly kept a)
+            if not any(
+                r[1] <= last + crawl_slack and (r[3] is None or r[3] >= changed_at) for r in rows
+            ):
                 late += 1
+                seen = [(str(r[0]), round(r[1], 1), r[3] and round(r[3], 1)) for r in rows]
                 outcome.violations.append(
-                    f"legit change {source}/{sku}/{region} -> {value}: valid_from outside window"
+                    f"legit change {source}/{sku}/{region} -> {value}: not in the catalog "
+                    f"during {changed_at:.1f}..{last + crawl_slack:.1f} "
+                    f"(observations at that amount, from/to: {seen})"
                 )
     # the final values are the catalog's current prices
     for source, knobs in farm.knobs.items():
@@ -930,7 +946,7 @@ def _check(
     spikes = {(s, sku, v) for s, sku, v in log.spikes}
     for (source, sku, _region), rows in history.items():
         allowed = truth.get((source, sku))
-        for amount, _, _ in rows:
+        for amount, _, _, _ in rows:
             outcome.check(
                 (source, sku, amount) not in spikes, f"spiked price {source}/{sku} {amount}"
             )
@@ -1191,7 +1207,11 @@ def main(argv: list[str] | None = None) -> int:
     print_report(outcome)
     if args.json:
         args.json.write_text(
-            json.dumps({**outcome.figures, "violations": outcome.violations}, indent=2, default=str)
+            json.dumps(
+                {**outcome.figures, "violations": outcome.violations, "farm_log": outcome.log},
+                indent=2,
+                default=str,
+            )
         )
     return 1 if outcome.violations else 0
 
