@@ -172,13 +172,13 @@ async def _dispatch(
     by_subscription: dict[int, asyncio.Task[list[Outcome]]] = {}
     exhausted = len(first) < window
     claimed = first
-    async with Clients(settings) as client:
+    async with Clients(settings) as clients:
 
         async def one_receiver(queue: list[Delivery]) -> list[Outcome]:
             async with slots:
                 outcomes: list[Outcome] = []
                 for position, delivery in enumerate(queue):
-                    outcome = await _deliver(client, delivery, settings)
+                    outcome = await _deliver(clients, delivery, settings)
                     outcomes.append(outcome)
                     if not outcome.ok and not outcome.final:
                         outcomes += [
