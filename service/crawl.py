@@ -197,7 +197,7 @@ def crawl_source(
             source_cls, settings, from_files=from_files, on_page=on_page, transport=transport
         )
         if getattr(source_cls, "kind", None) == "fx":
-            _store_fx(engine, dry_run, source_cls, output, report, run_id)
+            _store_fx(engine, dry_run, name, output, report, run_id)
         else:
             _ingest_output(engine, settings, dry_run, source_cls, output, report, run_id, trigger)
     except SourceError as exc:
@@ -285,7 +285,7 @@ def _ingest_output(
 def _store_fx(
     engine: Engine | None,
     dry_run: bool,
-    source_cls: type,
+    name: str,
     output: CrawlOutput,
     report: CrawlReport,
     run_id: int | None,
@@ -302,10 +302,10 @@ def _store_fx(
     added = ingest_rates(
         engine,
         run_id,
-        source_cls.name,
+        name,
         rates,
         _payloads(output),
-        output.source_urls,  # type: ignore[attr-defined]
+        output.source_urls,
     )
     report.status = CrawlStatus.ok
     report.counts["added"] = added
