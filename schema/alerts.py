@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, StringConstraints, field_validator, model_validator
 from pydantic import Field as PydField
@@ -90,18 +90,6 @@ Count = Annotated[Decimal, PydField(ge=0, le=1024)]
 Usd = Annotated[Decimal, PydField(gt=0, le=1_000_000)]
 Pct = Annotated[Decimal, PydField(gt=0, le=1000)]
 
-CERT_SCHEMES = (
-    "iso27001",
-    "soc2_type2",
-    "hds",
-    "c5",
-    "iso27017",
-    "iso27018",
-    "pci_dss",
-    "hipaa",
-    "fedramp",
-)
-"""Certification schemes a subscription may name (the schemes of ``certifications.yaml``)."""
 CertScheme = Literal[
     "iso27001",
     "soc2_type2",
@@ -113,6 +101,8 @@ CertScheme = Literal[
     "hipaa",
     "fedramp",
 ]
+"""Certification schemes a subscription may name (the schemes of ``certifications.yaml``)."""
+CERT_SCHEMES: tuple[str, ...] = get_args(CertScheme)
 CertWatch = Literal[True] | CertScheme
 CERT_CONDITIONS = ("cert_gained", "cert_lost")
 
