@@ -7,9 +7,12 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 PROBLEM_TYPE = "https://gpuatlas.dev/problems/"
+RETRY_AFTER_SECONDS = 2
+"""What a 503 asks clients to wait: the pool reconnects on the next request."""
 
 
 class Problem(Exception):
@@ -92,6 +95,21 @@ def install(app: FastAPI) -> None:
             request, exc.status_code, title, detail, title.lower().replace(" ", "-")
         )
 
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(InterfaceError)
+    async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
+        # The database is unreachable, restarting or was cut mid-request (the pool pings
+        # and reconnects on the next checkout): a temporary condition, not a server bug.
+        response = problem_response(
+            request,
+            503,
+            "Database unavailable",
+            "the catalog database did not answer; retry shortly",
+            "database-unavailable",
+        )
+        response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return response
+
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:
         return problem_response(request, 500, "Internal error", None, "internal-error")
@@ -122,6 +140,7 @@ ERRORS = {
     "400": "Bad request: an unknown parameter, a cursor this server did not issue",
     "404": "Not found",
     "422": "Invalid parameter (named in invalid_params)",
+    "503": "Database unavailable (temporary; see Retry-After)",
 }
 
 
