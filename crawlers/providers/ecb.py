@@ -11,9 +11,21 @@ from collections.abc import Iterator
 from datetime import date
 from decimal import Decimal, InvalidOperation
 
-from crawlers.base import ApiSource, Context, LayoutChanged, RawRecord, Request, Response
+from crawlers.base import (
+    ApiSource,
+    Context,
+    LayoutChanged,
+    RawRecord,
+    Request,
+    Response,
+    SourceError,
+)
 
 NS = "{http://www.ecb.int/vocabulary/2002-08-01/eurofxref}"
+MAX_DAY_MOVE = Decimal(2)
+"""A rate more than this factor away from the same currency's next day in the feed is a
+broken feed (a decimal slip, a x100 spike), not a market move: stored rates never change,
+so a bad one would convert every price of that day for good."""
 
 
 class EcbRates(ApiSource):
@@ -33,6 +45,8 @@ class EcbRates(ApiSource):
         days = root.findall(f"{NS}Cube/{NS}Cube")
         if not days:
             raise LayoutChanged("no <Cube time=...> elements")
+        neighbour: dict[str, tuple[date, Decimal]] = {}
+        """Per currency: the day and rate last seen in the feed (the next day: newest first)."""
         for day in days:
             try:
                 when = date.fromisoformat(day.attrib["time"])
@@ -46,4 +60,11 @@ class EcbRates(ApiSource):
                     raise LayoutChanged(f"bad rate element {cube.attrib!r}") from None
                 if len(currency) != 3 or not rate.is_finite() or rate <= 0:
                     raise LayoutChanged(f"bad rate element {cube.attrib!r}")
+                seen = neighbour.get(currency)
+                if seen is not None and not 1 / MAX_DAY_MOVE <= rate / seen[1] <= MAX_DAY_MOVE:
+                    raise SourceError(
+                        "implausible rate",
+                        f"{currency} {rate} on {when} next to {seen[1]} on {seen[0]}",
+                    )
+                neighbour[currency] = (when, rate)
                 yield {"rate_date": when, "currency": currency, "per_eur": rate}
