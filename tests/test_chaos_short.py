@@ -94,3 +94,73 @@ def test_farm_pages_parse_and_layout_changes_fail(name: str, tmp_path: Path) -> 
         with pytest.raises(SourceError) as failure:
             parse(changed)
         assert failure.value.reason == "layout changed"
+
+
+def test_farm_pages_a_crawl_and_a_page_fault_fails_it_whole(tmp_path: Path) -> None:
+    """GCP's three pages are chained by their tokens; a 500 served to both attempts of
+    page 3 fails the crawl (no catalog version, nothing withdrawn) and the values that crawl
+    was served are not counted as served; the next crawl is whole again."""
+    from sqlalchemy import text
+
+    from service.config import Settings
+    from service.crawl import crawl_source
+    from service.db import make_engine
+    from service.migrate import upgrade
+    from tests.chaos.farm import Armed, Farm
+
+    url = f"sqlite:///{tmp_path / 'farm.db'}"
+    farm = Farm(["gcp"], 1, http_timeout=2.0, attempts=2)
+    farm.start()
+    try:
+        upgrade(url)
+        engine = make_engine(url)
+        settings = Settings(
+            database_url=url,
+            source_base_urls=farm.base_urls(),
+            gcp_api_key="k",
+            http_max_retries=1,
+            http_timeout_seconds=2.0,
+            _env_file=None,  # type: ignore[call-arg]
+        )
+        assert crawl_source(engine, settings, "gcp", trigger="t").label == "ok"
+        assert farm.log.requests["gcp"] == 3
+        served = dict(farm.log.served)
+        farm._faults_on.set()
+        farm.armed["gcp"] = Armed("http_500", 2, 0.0, page=2)
+        failed = crawl_source(engine, settings, "gcp", trigger="t")
+        assert failed.label.startswith("failed"), failed.label
+        assert [f["page"] for f in farm.log.faults] == [2, 2]
+        assert farm.log.served == served  # a failed crawl's values are not "served"
+        with engine.connect() as conn:
+            versions = conn.execute(text("SELECT count(*) FROM catalog_version")).scalar()
+            gone = conn.execute(text("SELECT count(*) FROM offer WHERE status <> 'active'"))
+            assert versions == 1 and gone.scalar() == 0
+        assert crawl_source(engine, settings, "gcp", trigger="t").label == "ok"
+    finally:
+        farm.close()
+
+
+def test_farm_fx_spike_fails_the_ecb_crawl_and_withdrawal_drops_one_product() -> None:
+    """The ECB adapter's x100 day is refused by the parser (``implausible rate``), its new
+    business day parses; RunPod's withdrawal removes one GPU type (its skus reported)."""
+    from crawlers.base import Response, SourceError
+    from crawlers.providers.ecb import EcbRates
+    from tests.chaos.farm import Ecb, RunPod
+
+    ecb = Ecb()
+    rng = random.Random(1)
+    source = EcbRates()
+
+    def parse(body: bytes) -> list[Any]:
+        return list(source.parse(Response("u", 200, body), Context(base_url="u")))
+
+    event = ecb.publish(ecb.doc, rng)
+    assert event is not None and len(parse(ecb.render(ecb.doc))) > 100
+    assert ecb.spike_doc(ecb.doc, rng) is not None
+    with pytest.raises(SourceError) as failure:
+        parse(ecb.mangle("spike_x100", ecb.doc, rng))
+    assert failure.value.reason == "implausible rate"
+    runpod = RunPod()
+    before = len(runpod.doc["data"]["gpuTypes"])
+    skus = runpod.withdraw(runpod.doc, rng)
+    assert skus and len(runpod.doc["data"]["gpuTypes"]) == before - 1

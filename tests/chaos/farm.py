@@ -20,10 +20,13 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import date, timedelta
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
+from xml.sax.saxutils import escape as xml_escape
 
 from service.config import FIXTURES_DIR
 
@@ -73,9 +76,39 @@ class Adapter:
     content_type = "application/json"
     prefix = ""
     """Path prefix of the source's base URL on the farm (HTML sources share paths)."""
+    method = "GET"
+    pages = 1
+    """Pages of one crawl (a paged API): page 0 starts a crawl, the last one ends it."""
 
     def __init__(self) -> None:
         self.doc: Any = json.loads(self.fixture.read_text())
+
+    def route(self, method: str, path: str, query: str) -> int | None:
+        """The page a request asks for (None: not this source's)."""
+        return 0 if method == self.method and path == self.path else None
+
+    def render_page(self, doc: Any, page: int) -> bytes:
+        return self.render(doc)
+
+    def mangle_page(self, kind: str, doc: Any, page: int, rng: random.Random) -> bytes:
+        return self.mangle(kind, doc, rng)
+
+    def knob_pages(self, key: str) -> set[int]:
+        """The pages a knob's price is on."""
+        return {0}
+
+    def publish(self, doc: Any, rng: random.Random) -> dict[str, Any] | None:
+        """A legitimate change of a source without price knobs (a new FX day)."""
+        return None
+
+    def spike_doc(self, doc: Any, rng: random.Random) -> dict[str, Any] | None:
+        """The ×100 spike of a source without price knobs."""
+        return None
+
+    def withdraw(self, doc: Any, rng: random.Random) -> list[str]:
+        """Remove one product from ``doc`` (a legitimate withdrawal): the skus whose offers
+        it takes away (none: this source has no withdrawal)."""
+        return []
 
     def kinds(self, kinds: tuple[str, ...]) -> list[str]:
         """The fault kinds this source can be served (in ``kinds``' order)."""
@@ -253,6 +286,230 @@ class Ovh(Adapter):
         for addon in doc["addons"]:
             addon["invoiceName"] = f"{addon.get('invoiceName', '')} {HOSTILE}"
         doc["addons"][0]["chaos_note"] = BIG_FIELD
+
+
+class RunPod(Adapter):
+    """GraphQL: one ``POST /graphql`` answers every GPU type's prices."""
+
+    name = "runpod"
+    path = "/graphql"
+    method = "POST"
+    fixture = FIXTURES_DIR / "runpod" / "gpu-catalog.json"
+    clouds = (
+        ("secure", "secureCloud", "securePrice"),
+        ("community", "communityCloud", "communityPrice"),
+    )
+
+    def knobs(self) -> dict[str, Knob]:
+        found = {}
+        for index, gpu in enumerate(self.doc["data"]["gpuTypes"]):
+            for cloud, offered, price in self.clouds:
+                if not gpu[offered] or not gpu[price]:
+                    continue
+
+                def setter(doc: Any, amount: Decimal, i: int = index, f: str = price) -> None:
+                    doc["data"]["gpuTypes"][i][f] = float(amount)
+
+                key = f"{gpu['id']}/{cloud}"
+                found[key] = Knob(self.name, key, key, Decimal(str(gpu[price])), setter)
+        return found
+
+    def withdraw(self, doc: Any, rng: random.Random) -> list[str]:
+        gpus = doc["data"]["gpuTypes"]
+        gpu = gpus.pop(rng.randrange(len(gpus)))
+        return [f"{gpu['id']}/{cloud}" for cloud, offered, _ in self.clouds if gpu[offered]]
+
+    def rename(self, doc: Any) -> None:
+        doc["data"]["gpu_types"] = doc["data"].pop("gpuTypes")
+
+    def drop(self, doc: Any, rng: random.Random) -> None:
+        doc["data"]["gpuTypes"] = _keep_tenth(doc["data"]["gpuTypes"], rng)
+
+    def duplicate(self, doc: Any) -> None:
+        doc["data"]["gpuTypes"] = doc["data"]["gpuTypes"] + copy.deepcopy(doc["data"]["gpuTypes"])
+
+    def hostile(self, doc: Any) -> None:
+        for gpu in doc["data"]["gpuTypes"]:  # fields the parser does not read
+            gpu["displayName"] = f"{gpu['displayName']} {HOSTILE}"
+            gpu["manufacturer"] = f"{gpu['manufacturer']} {HOSTILE}"
+        for centre in doc["data"]["dataCenters"]:
+            centre["name"] = f"{centre['name']} {HOSTILE}"
+        doc["data"]["gpuTypes"][0]["chaos_note"] = BIG_FIELD
+
+
+class Gcp(Adapter):
+    """Cloud Billing Catalog: three pages chained by ``nextPageToken``; ``doc`` is the list
+    of pages. Knobs are the on-demand per-GPU prices of accelerators no machine type is
+    priced from (T4, V100, P100, P4...): each accelerator's SKUs (regional and
+    multi-regional, spread over the pages) are served at one price, so its offers agree in
+    every region. Faults hit one page of a crawl (a 500 on page 3 must fail the crawl and
+    leave no partial catalog), but ``drop_90`` every page."""
+
+    name = "gcp"
+    pages = 3
+
+    def __init__(self) -> None:
+        from crawlers.providers.gcp import (
+            GPU_SKU,
+            MACHINES,
+            SERVICE,
+            GcpBillingCatalog,
+            sku_price,
+        )
+
+        self.path = f"/v1/services/{SERVICE}/skus"
+        files = [FIXTURES_DIR / "gcp" / f"skus-page-{n}.json" for n in range(1, self.pages + 1)]
+        self.doc = [json.loads(f.read_text()) for f in files]
+        self.tokens = {"": 0}
+        for index, page in enumerate(self.doc[:-1]):
+            self.tokens[page["nextPageToken"]] = index + 1
+        priced_machines = {m.accelerator for m in MACHINES.values()}
+        parser = GcpBillingCatalog()
+        self.entries: dict[str, list[tuple[int, int]]] = {}
+        for p, page in enumerate(self.doc):
+            for i, sku in enumerate(page["skus"]):
+                category = sku["category"]
+                if category["resourceGroup"] != "GPU" or category["usageType"] != "OnDemand":
+                    continue
+                match = GPU_SKU.match(sku["description"])
+                priced = sku_price(sku)
+                if match is None or priced is None or priced[2] != "h":
+                    continue
+                accelerator = parser._accelerator(match["gpu"]).type
+                if accelerator not in priced_machines:
+                    self.entries.setdefault(accelerator, []).append((p, i))
+        self.amounts: dict[str, Decimal] = {}
+        for accelerator, spots in self.entries.items():
+            p, i = spots[0]
+            price = sku_price(self.doc[p]["skus"][i])
+            assert price is not None
+            self.amounts[accelerator] = max(price[0].quantize(Decimal("0.01")), Decimal("0.01"))
+            self._set(self.doc, accelerator, self.amounts[accelerator])
+
+    def _set(self, doc: Any, accelerator: str, amount: Decimal) -> None:
+        units = int(amount)
+        nanos = int((amount - units) * 10**9)
+        for p, i in self.entries[accelerator]:
+            tier = doc[p]["skus"][i]["pricingInfo"][0]["pricingExpression"]["tieredRates"][-1]
+            tier["unitPrice"] = {"currencyCode": "USD", "units": str(units), "nanos": nanos}
+
+    def route(self, method: str, path: str, query: str) -> int | None:
+        if method != "GET" or path != self.path:
+            return None
+        token = parse_qs(query).get("pageToken", [""])[0]
+        return self.tokens.get(token)
+
+    def render_page(self, doc: Any, page: int) -> bytes:
+        return json.dumps(doc[page], ensure_ascii=False).encode()
+
+    def render(self, doc: Any) -> bytes:
+        return self.render_page(doc, 0)
+
+    def knob_pages(self, key: str) -> set[int]:
+        return {p for p, _ in self.entries[key]}
+
+    def knobs(self) -> dict[str, Knob]:
+        def setter(accelerator: str) -> Callable[[Any, Decimal], None]:
+            return lambda doc, amount: self._set(doc, accelerator, amount)
+
+        return {
+            acc: Knob(self.name, acc, acc, amount, setter(acc))
+            for acc, amount in self.amounts.items()
+        }
+
+    def mangle_page(self, kind: str, doc: Any, page: int, rng: random.Random) -> bytes:
+        skus = doc[page]["skus"]
+        if kind == "renamed_field":
+            doc[page]["skuList"] = doc[page].pop("skus")
+        elif kind == "drop_90":
+            doc[page]["skus"] = _keep_tenth(skus, rng)
+        elif kind == "duplicates":
+            doc[page]["skus"] = skus + copy.deepcopy(skus)
+        elif kind == "hostile":
+            for sku in skus:  # fields the parser does not read
+                sku["serviceProviderName"] = f"{sku['serviceProviderName']} {HOSTILE}"
+                sku["category"]["serviceDisplayName"] += f" {HOSTILE}"
+            skus[0]["chaos_note"] = BIG_FIELD
+        return self.render_page(doc, page)
+
+
+_DAY = re.compile(r'<Cube time="(\d{4}-\d{2}-\d{2})">(.*?)</Cube>', re.S)
+_RATE = re.compile(r'<Cube currency="([A-Z]{3})" rate="([0-9.]+)"/>')
+
+
+class Ecb(Adapter):
+    """The ECB's 90-day reference-rate feed (XML). No price knobs: a legitimate change is
+    a new business day published on top (every rate moved by at most 1 %), which must end
+    up in ``fx_rate`` exactly; the ×100 spike publishes a new day whose USD rate is ×100,
+    which must not (a published rate never changes, so a spiked day would stay)."""
+
+    name = "ecb"
+    path = "/stats/eurofxref/eurofxref-hist-90d.xml"
+    fixture = FIXTURES_DIR / "ecb" / "eurofxref-hist-90d.xml"
+    content_type = "application/xml"
+
+    def __init__(self) -> None:
+        self.doc = self.fixture.read_text()
+
+    def kinds(self, kinds: tuple[str, ...]) -> list[str]:
+        # fewer days is not wrong for a feed of dated rates (stored ones never change)
+        return [k for k in kinds if k not in HTML_ONLY and k != "drop_90"]
+
+    def knobs(self) -> dict[str, Knob]:
+        return {}
+
+    def render(self, doc: Any) -> bytes:
+        return str(doc).encode()
+
+    def _next_day(
+        self, doc: str, rng: random.Random, factor: Callable[[str], Decimal]
+    ) -> tuple[str, dict[str, Any]]:
+        latest = _DAY.search(doc)
+        assert latest is not None
+        day = date.fromisoformat(latest.group(1)) + timedelta(days=1)
+        rates = {}
+        for currency, rate in _RATE.findall(latest.group(2)):
+            old = Decimal(rate)
+            rates[currency] = (old * factor(currency)).quantize(old)
+        cubes = "".join(f'<Cube currency="{c}" rate="{r}"/>' for c, r in rates.items())
+        block = f'<Cube time="{day.isoformat()}">{cubes}</Cube>\n\t\t'
+        return doc[: latest.start()] + block + doc[latest.start() :], {
+            "t": time.time(),
+            "date": day.isoformat(),
+            "rates": rates,
+        }
+
+    def publish(self, doc: Any, rng: random.Random) -> dict[str, Any] | None:
+        self.doc, event = self._next_day(
+            str(doc), rng, lambda _c: Decimal(str(round(rng.uniform(0.99, 1.01), 4)))
+        )
+        return event
+
+    def spike_doc(self, doc: Any, rng: random.Random) -> dict[str, Any] | None:
+        self.spiked, event = self._next_day(
+            str(doc), rng, lambda c: Decimal(100 if c == "USD" else 1)
+        )
+        return event
+
+    def mangle(self, kind: str, doc: Any, rng: random.Random) -> bytes:
+        text = str(doc)
+        if kind == "spike_x100":
+            return self.spiked.encode()
+        if kind == "renamed_field":
+            text = text.replace("<Cube", "<Rates").replace("</Cube>", "</Rates>")
+        elif kind == "duplicates":
+            days = _DAY.findall(text)
+            start = text.index('<Cube time="')
+            text = (
+                text[:start]
+                + "".join(f'<Cube time="{d}">{body}</Cube>\n' for d, body in days)
+                + text[start:]
+            )
+        elif kind == "hostile":
+            mark = xml_escape(HOSTILE.replace("\x00", ""))
+            text = text.replace("</gesmes:name>", f" {mark}</gesmes:name>", 1)
+            text = text.replace("<Cube>", f"<!-- {BIG_FIELD} --><Cube>", 1)
+        return text.encode()
 
 
 _ROW = re.compile(r"<tr\b[^>]*>.*?</tr>", re.S)
@@ -441,7 +698,7 @@ class DataCrunchWeb(HtmlAdapter):
 
 
 ADAPTERS: dict[str, type[Adapter]] = {
-    a.name: a for a in (Oracle, Lambda, Ovh, GenesisCloudWeb, DataCrunchWeb)
+    a.name: a for a in (Oracle, Lambda, Ovh, Gcp, RunPod, Ecb, GenesisCloudWeb, DataCrunchWeb)
 }
 
 
@@ -450,6 +707,20 @@ class Armed:
     kind: str
     remaining: int
     armed_at: float
+    page: int | None = 0
+    """The page it is served on (None: every page of a crawl)."""
+
+
+@dataclass
+class Crawl:
+    """What one crawl of a source is served: the bodies and knob amounts when it asked for
+    its first page (a consistent snapshot, like a paging cursor), and whether a fault was
+    served to it (then its values are not counted as served)."""
+
+    bodies: list[bytes]
+    doc: Any
+    amounts: dict[str, Decimal]
+    tainted: bool = False
 
 
 @dataclass
@@ -457,10 +728,16 @@ class FarmLog:
     changes: list[dict[str, Any]] = field(default_factory=list)
     """Legitimate price changes: t, source, key, sku, old, new."""
     faults: list[dict[str, Any]] = field(default_factory=list)
-    """Faults served: t, source, kind (one entry per bad answer)."""
+    """Faults served: t, source, kind, page (one entry per bad answer)."""
     served: dict[tuple[str, str, Decimal], list[float]] = field(default_factory=dict)
     """(source, knob, value) -> [first, last] time a clean answer carried it."""
     spikes: list[tuple[str, str, Decimal]] = field(default_factory=list)
+    published: list[dict[str, Any]] = field(default_factory=list)
+    """New FX days published legitimately: t, date, rates (currency -> per EUR)."""
+    fx_spikes: list[dict[str, Any]] = field(default_factory=list)
+    """FX days served with a ×100 rate (a fault): t, date, rates."""
+    withdrawals: list[dict[str, Any]] = field(default_factory=list)
+    """Products removed legitimately (once per source that can): t, source, skus."""
     requests: Counter[str] = field(default_factory=Counter)
 
 
@@ -504,8 +781,8 @@ class Farm:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._faults_on = threading.Event()
-        self._bodies: dict[str, bytes] = {n: a.render(a.doc) for n, a in self.adapters.items()}
-        self._routes = {a.path: n for n, a in self.adapters.items()}
+        self._bodies = {n: self._render(a) for n, a in self.adapters.items()}
+        self._crawls: dict[str, Crawl] = {}
         self.deliveries: list[tuple[float, str]] = []
         """(time, source) of every clean answer written in full: a crawl's fetch just ended."""
         self._delivered = threading.Condition()
@@ -515,6 +792,17 @@ class Farm:
         self._server = threading.Thread(
             target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
+
+    @staticmethod
+    def _render(adapter: Adapter) -> list[bytes]:
+        return [adapter.render_page(adapter.doc, page) for page in range(adapter.pages)]
+
+    def route(self, method: str, path: str, query: str) -> tuple[str, int] | None:
+        for name, adapter in self.adapters.items():
+            page = adapter.route(method, path, query)
+            if page is not None:
+                return name, page
+        return None
 
     @property
     def url(self) -> str:
@@ -572,10 +860,23 @@ class Farm:
     # ------------------------------------------------------------------ schedule
 
     def _schedule(self, until: float, max_events: int) -> None:
+        # besides the random events: each source that can withdraw a product does so once,
+        # at 30 % of the run, and a feed of dated rates publishes a new day at 25 % and 60 %
+        start = time.time()
+        specials = sorted(
+            [
+                (start + share * (until - start), name)
+                for name, adapter in self.adapters.items()
+                for share, kind in ((0.3, "withdraw"), (0.25, "publish"), (0.6, "publish"))
+                if getattr(type(adapter), kind) is not getattr(Adapter, kind)
+            ]
+        )
         for _ in range(max_events):
             gap = self.rng.expovariate(1 / self.event_gap)
             if self._stop.wait(min(gap, max(0.0, until - time.time()))) or time.time() >= until:
                 return
+            while specials and specials[0][0] <= time.time():
+                self._change(specials.pop(0)[1])
             if self.rng.random() < self.change_share:
                 self._change(self.rng.choice(sorted(self.adapters)))
                 continue
@@ -594,16 +895,34 @@ class Farm:
                 self.turn += step + 1
                 source = self.rng.choice(free)
                 count = 1 if kind in TRANSIENT or kind not in HTTP_FAULTS else self.attempts
-                self.armed[source] = Armed(kind, count, time.time())
+                pages = self.adapters[source].pages
+                page: int | None = self.rng.randrange(pages)
+                if kind in WHOLE_CRAWL and pages > 1:
+                    page, count = None, count * pages
+                self.armed[source] = Armed(kind, count, time.time(), page)
 
     def _change(self, source: str) -> None:
         with self._lock:
             knobs = self.knobs[source]
-            if not knobs:
-                return
-            knob = knobs[self.rng.choice(sorted(knobs))]
             adapter = self.adapters[source]
+            if not knobs:
+                event = adapter.publish(adapter.doc, self.rng)
+                if event is not None:
+                    self.log.published.append(event)
+                    self._bodies[source] = self._render(adapter)
+                return
+            if not any(w["source"] == source for w in self.log.withdrawals):
+                doc = copy.deepcopy(adapter.doc)
+                skus = adapter.withdraw(doc, self.rng)
+                if skus:  # the first change of a source that can withdraw: a withdrawal
+                    adapter.doc = doc
+                    self.knobs[source] = {k: v for k, v in knobs.items() if v.sku not in skus}
+                    self.log.withdrawals.append({"t": time.time(), "source": source, "skus": skus})
+                    self._bodies[source] = self._render(adapter)
+                    return
+            knob = knobs[self.rng.choice(sorted(knobs))]
             new = adapter.new_amount(knob.amount, self.rng)
+            adapter.doc = copy.deepcopy(adapter.doc)  # a crawl in progress keeps its snapshot
             knob.setter(adapter.doc, new)
             self.log.changes.append(
                 {
@@ -616,32 +935,45 @@ class Farm:
                 }
             )
             knob.amount = new
-            self._bodies[source] = adapter.render(adapter.doc)
+            self._bodies[source] = self._render(adapter)
 
     # ------------------------------------------------------------------ serving
 
-    def _answer(self, source: str) -> Answer:
+    def _answer(self, source: str, page: int = 0) -> Answer:
         with self._lock:
             now = time.time()
             self.log.requests[source] += 1
+            adapter = self.adapters[source]
+            crawl = self._crawls.get(source)
+            if page == 0 or crawl is None:  # a crawl starts (or retries its first page)
+                amounts = {key: knob.amount for key, knob in self.knobs[source].items()}
+                crawl = self._crawls[source] = Crawl(self._bodies[source], adapter.doc, amounts)
             armed = self.armed.get(source) if self._faults_on.is_set() else None
-            clean = self._bodies[source]
-            content_type = self.adapters[source].content_type
+            if armed is not None and armed.page not in (None, page):
+                armed = None
             if armed is None:
-                for knob in self.knobs[source].values():
-                    span = self.log.served.setdefault((source, knob.key, knob.amount), [now, now])
-                    span[1] = now
-                return Answer(200, clean, content_type=content_type, clean=True)
+                if page < adapter.pages - 1 or crawl.tainted:
+                    return Answer(200, crawl.bodies[page], content_type=adapter.content_type)
+                for key, amount in crawl.amounts.items():  # a whole crawl, fault-free
+                    if key in self.knobs[source]:
+                        span = self.log.served.setdefault((source, key, amount), [now, now])
+                        span[1] = now
+                return Answer(
+                    200, crawl.bodies[page], content_type=adapter.content_type, clean=True
+                )
             armed.remaining -= 1
             if armed.remaining <= 0:
                 del self.armed[source]
-            self.log.faults.append({"t": now, "source": source, "kind": armed.kind})
-            answer = self._fault(source, armed.kind, clean)
-            answer.content_type = content_type
+            if armed.kind not in TRANSIENT:
+                crawl.tainted = True
+            self.log.faults.append({"t": now, "source": source, "kind": armed.kind, "page": page})
+            answer = self._fault(source, armed.kind, crawl, page)
+            answer.content_type = adapter.content_type
             return answer
 
-    def _fault(self, source: str, kind: str, clean: bytes) -> Answer:
+    def _fault(self, source: str, kind: str, crawl: Crawl, page: int) -> Answer:
         adapter = self.adapters[source]
+        clean = crawl.bodies[page]
         if kind == "http_429":
             return Answer(429, b'{"error": "slow down"}', {"Retry-After": "1"})
         if kind == "http_500":
@@ -654,16 +986,23 @@ class Farm:
             return Answer(200, clean, truncate=True)
         if kind == "invalid_json":
             return Answer(200, clean[: len(clean) // 3] + b"}{,")
-        doc = copy.deepcopy(adapter.doc)
+        doc = copy.deepcopy(crawl.doc)
         if kind == "spike_x100":
             knobs = self.knobs[source]
-            if knobs:
-                knob = knobs[self.rng.choice(sorted(knobs))]
-                spiked = knob.amount * 100
+            on_page = sorted(k for k in knobs if page in adapter.knob_pages(k)) or sorted(knobs)
+            if on_page:
+                knob = knobs[self.rng.choice(on_page)]
+                spiked = crawl.amounts.get(knob.key, knob.amount) * 100
                 knob.setter(doc, spiked)
                 self.log.spikes.append((source, knob.sku, spiked))
-            return Answer(200, adapter.render(doc))
-        return Answer(200, adapter.mangle(kind, doc, self.rng))
+            else:
+                event = adapter.spike_doc(doc, self.rng)
+                if event is None:
+                    return Answer(200, adapter.render_page(doc, page))
+                self.log.fx_spikes.append(event)
+                return Answer(200, adapter.mangle_page(kind, doc, page, self.rng))
+            return Answer(200, adapter.render_page(doc, page))
+        return Answer(200, adapter.mangle_page(kind, doc, page, self.rng))
 
     def _written(self, source: str) -> None:
         with self._delivered:
@@ -681,19 +1020,27 @@ class Farm:
                 return
 
             def do_GET(self) -> None:
+                self._serve("GET")
+
+            def do_POST(self) -> None:
+                length = min(int(self.headers.get("Content-Length") or 0), 1_000_000)
+                self.rfile.read(length)  # the query: one document per source
+                self._serve("POST")
+
+            def _serve(self, method: str) -> None:
                 try:
-                    path = self.path.split("?", 1)[0]
+                    path, _, query = self.path.partition("?")
                     if path == "/robots.txt":  # one site for every HTML source
                         self._send(Answer(200, ROBOTS, content_type="text/plain"))
                         return
-                    source = farm._routes.get(path)
-                    if source is None:
+                    found = farm.route(method, path, query)
+                    if found is None:
                         self._send(Answer(404, b"not found", content_type="text/plain"))
                         return
-                    answer = farm._answer(source)
+                    answer = farm._answer(*found)
                     self._send(answer)
-                    if answer.clean:
-                        farm._written(source)
+                    if answer.clean:  # the last page of a fault-free crawl: its fetch ended
+                        farm._written(found[0])
                 except (BrokenPipeError, ConnectionResetError):
                     self.close_connection = True  # the crawler gave up (timeout): fine
 
@@ -720,3 +1067,5 @@ class Farm:
 
 HTTP_FAULTS = {"http_429", "http_500", "http_503", "slow", "truncated"}
 """Faults the fetcher retries: armed for every attempt of one crawl (except 429)."""
+WHOLE_CRAWL = {"drop_90"}
+"""Faults served on every page of a paged source's crawl (offers vanish from all of it)."""

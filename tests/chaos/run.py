@@ -46,7 +46,16 @@ from service.migrate import upgrade
 from service.reference import load_reference
 from tests.chaos.farm import FAULT_KINDS, LAYOUT_FAULTS, Farm
 
-SOURCES = ["oracle", "lambda", "ovhcloud", "genesiscloud-web", "datacrunch-web"]
+SOURCES = [
+    "oracle",
+    "lambda",
+    "ovhcloud",
+    "gcp",
+    "runpod",
+    "ecb",
+    "genesiscloud-web",
+    "datacrunch-web",
+]
 HTML_SOURCES = {"genesiscloud-web", "datacrunch-web"}
 """Scrapy spiders: each crawl runs the real Scrapy child process (a slower start)."""
 IN_SOURCES = ", ".join(f"'{name}'" for name in SOURCES)
@@ -596,6 +605,8 @@ def run(
             "GPUATLAS_SCHEDULES": json.dumps(schedules),
             "GPUATLAS_SOURCE_BASE_URLS": json.dumps(farm.base_urls()),
             "GPUATLAS_LAMBDA_API_KEY": "chaos-key",
+            "GPUATLAS_GCP_API_KEY": "chaos-key",
+            "GPUATLAS_RUNPOD_API_KEY": "chaos-key",
             "GPUATLAS_HTTP_TIMEOUT_SECONDS": str(HTTP_TIMEOUT),
             "GPUATLAS_HTTP_MAX_RETRIES": str(HTTP_RETRIES),
             "GPUATLAS_CRAWL_TIMEOUT_SECONDS": "40",
@@ -615,6 +626,8 @@ def run(
             source_base_urls=farm.base_urls(),
             crawl_timeout_seconds=60,
             lambda_api_key="chaos-key",
+            gcp_api_key="chaos-key",
+            runpod_api_key="chaos-key",
             http_timeout_seconds=HTTP_TIMEOUT,
             http_max_retries=HTTP_RETRIES,
             _env_file=None,  # type: ignore[call-arg]
@@ -728,7 +741,13 @@ def run(
             each.stop()
         _check(outcome, engine, farm, receiver, hits, services, baseline_version, survived, cuts)
         _check_aims(outcome, engine, aims)
-        outcome.log = {"changes": farm.log.changes, "faults": farm.log.faults}
+        outcome.log = {
+            "changes": farm.log.changes,
+            "faults": farm.log.faults,
+            "fx_published": farm.log.published,
+            "fx_spikes": farm.log.fx_spikes,
+            "withdrawals": farm.log.withdrawals,
+        }
         outcome.figures["kills_random"] = survived - len(aims)
         outcome.figures.update(
             {
@@ -827,6 +846,12 @@ def _wait_settled(engine: Engine, farm: Farm, quiet: float, deadline: float) -> 
 
 
 # ----------------------------------------------------------------------------- the checks
+
+
+def _dt(at: float) -> Any:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(at, UTC)
 
 
 def _ts(value: Any) -> float:
@@ -956,20 +981,82 @@ def _check(
                 )
         if allowed is None:
             outcome.check(len(rows) == 1, f"{source}/{sku}: moved although the farm never moved it")
-    withdrawn = _scalar(
+    # 2a. withdrawals: exactly the offers of the products the farm removed, each by the
+    # first version of a crawl that fetched after the removal (not before it, not later)
+    expected = {(w["source"], sku): w["t"] for w in log.withdrawals for sku in w["skus"]}
+    withdrawn_rows = _rows(
         engine,
-        f"SELECT count(*) FROM offer WHERE status <> 'active' AND source IN ({IN_SOURCES})",
+        "SELECT o.source, o.sku, o.price_kind, o.withdrawn_at, o.withdrawn_version "
+        f"FROM offer o WHERE o.status <> 'active' AND o.source IN ({IN_SOURCES})",
     )
-    outcome.check(withdrawn == 0, f"{withdrawn} offers withdrawn (the farm withdrew none)")
+    for source, sku, kind, at, version in withdrawn_rows:
+        removed = expected.get((source, sku))
+        if removed is None:
+            outcome.violations.append(f"{source}/{sku} {kind} withdrawn (the farm kept it)")
+            continue
+        outcome.check(
+            at is not None and _ts(at) >= removed and version is not None,
+            f"{source}/{sku} {kind} withdrawn at {at} (version {version}) before the farm "
+            f"removed it at {removed:.1f}",
+        )
+        later = _scalar(
+            engine,
+            "SELECT min(catalog_version) FROM crawl_run WHERE source = :s AND status = 'ok' "
+            "AND catalog_version IS NOT NULL AND started_at > :t",
+            s=source,
+            t=_dt(removed + 0.5),
+        )
+        outcome.check(
+            later is None or version is None or int(version) <= int(later),
+            f"{source}/{sku} {kind} withdrawn by version {version}, after version {later} "
+            "of a crawl that started after the removal",
+        )
+    for source, sku in expected:
+        active = _scalar(
+            engine,
+            "SELECT count(*) FROM offer WHERE source = :s AND sku = :k AND status = 'active'",
+            s=source,
+            k=sku,
+        )
+        outcome.check(not active, f"{source}/{sku}: {active} offers still active after removal")
+    withdrawn = len(withdrawn_rows)
     versions = _rows(
         engine,
         "SELECT v.id, count(p.id) FROM catalog_version v LEFT JOIN price_observation p "
         "ON p.version_from = v.id WHERE v.id > :b GROUP BY v.id",
         b=baseline_version,
     )
-    empty = [int(v) for v, n in versions if not n]
+    withdrawing = {
+        int(v)
+        for (v,) in _rows(
+            engine, "SELECT DISTINCT withdrawn_version FROM offer WHERE withdrawn_version > 0"
+        )
+    }  # a version that only withdraws offers: each withdrawal is checked above (2a)
+    empty = [int(v) for v, n in versions if not n and int(v) not in withdrawing]
     outcome.check(not empty, f"catalog versions without a price change: {empty}")
     legit_obs = sum(len(rows) - 1 for rows in history.values())
+
+    # 2b. FX: every new day the farm published is stored with exactly its rates; no day
+    # served with a x100 rate is (a published rate never changes: a stored spike would stay)
+    fx: dict[str, dict[str, Decimal]] = {}
+    for day, currency, per_eur in _rows(
+        engine, "SELECT rate_date, currency, per_eur FROM fx_rate WHERE source = 'ecb'"
+    ):
+        fx.setdefault(str(day)[:10], {})[str(currency)] = Decimal(str(per_eur))
+    for event in log.published:
+        stored = fx.get(event["date"], {})
+        wrong = {c: str(r) for c, r in event["rates"].items() if stored.get(c) != r}
+        outcome.check(
+            not wrong,
+            f"ecb day {event['date']}: {len(wrong)} rates not stored as published "
+            f"(e.g. {dict(list(wrong.items())[:2])}; stored USD {stored.get('USD')})",
+        )
+    for event in log.fx_spikes:
+        usd = event["rates"]["USD"]
+        outcome.check(
+            fx.get(event["date"], {}).get("USD") != usd,
+            f"ecb day {event['date']}: the x100 USD rate {usd} was stored",
+        )
 
     # 3. every failed or quarantined crawl run has a reason; runs left 'running' <= kills
     runs = _rows(
@@ -1111,6 +1198,11 @@ def _check(
             "faults_by_kind": dict(sorted(faults.items())),
             "faults_total": sum(faults.values()),
             "legit_changes_made": len(log.changes),
+            "knobs_by_source": {n: len(k) for n, k in farm.knobs.items() if k},
+            "fx_days_published": len(log.published),
+            "withdrawals": [f"{w['source']}: {', '.join(w['skus'])}" for w in log.withdrawals],
+            "offers_withdrawn": withdrawn,
+            "fx_spiked_days_served": len(log.fx_spikes),
             "legit_values_served": sum(1 for k in log.served if k in changed_values),
             "legit_observations_in_history": legit_obs,
             "values_lost_to_kills": explained,
@@ -1120,6 +1212,13 @@ def _check(
             "crawl_runs": dict(statuses),
             "crawl_runs_by_source": {k: dict(v) for k, v in sorted(by_source.items())},
             "faults_by_source": dict(Counter(f["source"] for f in log.faults)),
+            "faults_by_page": dict(
+                Counter(
+                    f"{f['source']} p{f['page'] + 1} {f['kind']}"
+                    for f in log.faults
+                    if farm.adapters[f["source"]].pages > 1
+                )
+            ),
             "failure_reasons": dict(reasons),
             "catalog_versions": len(versions),
             "alert_events": len(events),
