@@ -8,7 +8,7 @@ rows read back through the ORM types are identical to rows written through them.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from functools import lru_cache
@@ -36,23 +36,54 @@ sqlite3.register_adapter(date, date.isoformat)
 
 
 def bulk_insert(
-    conn: Connection, table: Table, columns: Sequence[str], rows: list[tuple[Any, ...]]
+    conn: Connection,
+    table: Table,
+    columns: Sequence[str],
+    rows: list[tuple[Any, ...]],
+    constants: Mapping[str, Any] | None = None,
 ) -> None:
-    """Insert ``rows`` (tuples in ``columns`` order) into ``table`` in one go."""
+    """Insert ``rows`` (tuples in ``columns`` order) into ``table`` in one go.
+
+    ``constants`` are columns that hold the same value in every row (an ingest's
+    timestamp, version, source...): rows leave them out. SQLite reads them as literals of
+    the statement, bound nowhere; PostgreSQL's COPY gets them at the end of every row."""
     if not rows:
         return
-    names = ", ".join(columns)
+    fixed = dict(constants or {})
+    names = ", ".join((*columns, *fixed))
     if conn.dialect.name == "postgresql":
         driver: Any = conn.connection.driver_connection
+        tail = tuple(fixed.values())
         with (
             driver.cursor() as cursor,
             cursor.copy(f"COPY {table.name} ({names}) FROM STDIN") as copy,
         ):
-            for row in rows:
-                copy.write_row(row)
+            write = copy.write_row
+            if tail:
+                for row in rows:
+                    write((*row, *tail))
+            else:
+                for row in rows:
+                    write(row)
         return
-    placeholders = ", ".join("?" for _ in columns)
-    conn.exec_driver_sql(f"INSERT INTO {table.name} ({names}) VALUES ({placeholders})", rows)  # type: ignore[arg-type]
+    values = ", ".join(("?",) * len(columns) + tuple(map(sqlite_literal, fixed.values())))
+    conn.exec_driver_sql(f"INSERT INTO {table.name} ({names}) VALUES ({values})", rows)  # type: ignore[arg-type]
+
+
+def sqlite_literal(value: Any) -> str:
+    """``value`` as an SQLite literal holding exactly what binding it would store."""
+    value = _sqlite_value(value)
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        if "\x00" in value:  # a NUL cannot be written in a quoted literal
+            return f"CAST(X'{value.encode().hex()}' AS TEXT)"
+        return "'" + value.replace("'", "''") + "'"
+    raise TypeError(f"no SQLite literal for {type(value).__name__}")
 
 
 def bulk_update(
@@ -106,10 +137,17 @@ def _as_is(value: Any) -> Any:
 
 
 def _sqlite_value(value: Any) -> Any:
+    kind = type(value)
+    if kind is str or kind is int or value is None:
+        return value
+    if kind is bool:  # stored as 1/0 either way; an int binds without adaptation
+        return int(value)
     if isinstance(value, Decimal):
         return decimal_to_text(value)
     if isinstance(value, datetime):
         return _datetime_text(value)
     if isinstance(value, date):
         return value.isoformat()
+    if isinstance(value, str):  # a StrEnum member: its text, bound without adaptation
+        return str.__str__(value)
     return value

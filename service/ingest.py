@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+from functools import cached_property
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -317,6 +318,8 @@ class _Validated:
     rejections: list[Rejection]
     protected: set[Key]
     """Keys of offers whose record this crawl rejected: they must not be withdrawn."""
+    providers: set[str]
+    """The providers of ``records``."""
 
 
 def _validate(crawl: CrawlResult) -> _Validated:
@@ -330,7 +333,8 @@ def _validate(crawl: CrawlResult) -> _Validated:
             protected.add(key)
     source = crawl.source
     seen: dict[Key, Decimal] = {}
-    join = _join_key
+    providers: set[str] = set()
+    join, saw_provider = _join_key, providers.add
     for position, item in enumerate(crawl.records):
         if type(item) is OfferRecord:
             record = item
@@ -355,9 +359,10 @@ def _validate(crawl: CrawlResult) -> _Validated:
                 )
             )
             continue
+        provider = fields["provider"]
         key = join(
             (
-                fields["provider"],
+                provider,
                 fields["sku"],
                 fields["region"],
                 fields["price_kind"],
@@ -376,11 +381,13 @@ def _validate(crawl: CrawlResult) -> _Validated:
         seen[key] = fields["amount"]
         records.append(record)
         keys.append(key)
+        saw_provider(provider)
     # An offer reported twice with two prices is ambiguous: keep neither price.
     if protected:
         kept = [(r, k) for r, k in zip(records, keys, strict=True) if k not in protected]
         records, keys = [r for r, _ in kept], [k for _, k in kept]
-    return _Validated(records, keys, rejections, protected)
+        providers = {r.provider for r in records}
+    return _Validated(records, keys, rejections, protected, providers)
 
 
 def _loose_key(item: Any, source: str) -> Key | None:
@@ -664,7 +671,8 @@ STATE_SEP = "\x1f"
 
 @dataclass
 class _Diff:
-    added: list[tuple[OfferRecord, tuple[Any, ...], str]] = field(default_factory=list)
+    new: list[tuple[Key, OfferRecord, tuple[Any, ...], str]] = field(default_factory=list)
+    """The added offers with their identity keys, in key order (see :attr:`added`)."""
     changed: list[tuple[_Current, OfferRecord, tuple[Any, ...], str]] = field(default_factory=list)
     reopened: list[tuple[_Current, OfferRecord, tuple[Any, ...], str]] = field(default_factory=list)
     touched: list[tuple[_Current, tuple[Any, ...], str]] = field(default_factory=list)
@@ -672,7 +680,13 @@ class _Diff:
 
     @property
     def empty(self) -> bool:
-        return not (self.added or self.changed or self.reopened or self.touched or self.withdrawn)
+        return not (self.new or self.changed or self.reopened or self.touched or self.withdrawn)
+
+    @cached_property
+    def added(self) -> list[tuple[OfferRecord, tuple[Any, ...], str]]:
+        """The added offers (record, attributes, fingerprint), in key order; built only
+        when read (by the outbox, when some subscription is live)."""
+        return [(record, attributes, digest) for _, record, attributes, digest in self.new]
 
 
 def _apply(
@@ -711,15 +725,16 @@ def _apply(
         return result
 
     result.unmapped = resolver.records_unmapped
-    _ensure_providers(conn, {r.provider for r, _, _ in diff.added}, resolver)
+    _ensure_providers(conn, validated.providers, resolver)
     if not diff.empty:
         version = (conn.execute(select(func.max(VERSION.c.id))).scalar() or 0) + 1
         writer_ = _Writer(conn, FxTable.load(conn), run_id, now, version, crawl)
         writer_.write(crawl.source, diff)
         enqueue_for_diff(conn, version, diff, now, writer_.observations)
         result.catalog_version = version
-        _ensure_instance_types(conn, diff.added, writer_.bound_attributes)
-    result.added = len(diff.added) + len(diff.reopened)
+        if diff.new:
+            _ensure_instance_types(conn, writer_.first_new_offer)
+    result.added = len(diff.new) + len(diff.reopened)
     result.changed, result.withdrawn = len(diff.changed), len(diff.withdrawn)
     result.updated = len(diff.touched)
     _store_unmapped(conn, run_id, crawl.source, resolver.unmapped)
@@ -740,7 +755,7 @@ def _diff(
     currency, attributes fingerprint, active) is compared with the stored one, and
     nothing else is built for it."""
     diff = _Diff()
-    added: list[tuple[Key, tuple[OfferRecord, tuple[Any, ...], str]]] = []
+    added = diff.new
     attributes_of, digests, digest_of = resolver.attributes, resolver.digests, resolver.digest
     state_of, amount_text, join = current.get, decimal_to_text, ATTRIBUTE_SEP.join
     active_suffix = f"{STATE_SEP}{ACTIVE}{STATE_SEP}"
@@ -751,7 +766,7 @@ def _diff(
         digest = digests.get(joined) or digest_of(joined)
         state = state_of(key)
         if state is None:
-            added.append((key, (record, attributes, digest)))
+            added.append((key, record, attributes, digest))
             continue
         if state.startswith(
             f"{amount_text(fields['amount'])}{STATE_SEP}{fields['currency']}{STATE_SEP}"
@@ -767,7 +782,6 @@ def _diff(
             diff.touched.append((old, attributes, digest))
     # New offers in identity order: their ids then follow the unique index (appends).
     added.sort(key=_first)
-    diff.added = [entry for _, entry in added]
     if protected is not None:  # a complete crawl: what it omits is withdrawn
         omitted = current.keys() - set(keys) - protected
         withdrawn = [
@@ -779,8 +793,7 @@ def _diff(
     return diff
 
 
-def _first(item: tuple[Key, Any]) -> Key:
-    return item[0]
+_first: Callable[[tuple[Key, Any, Any, Any]], Key] = itemgetter(0)
 
 
 def _offer_id(offer: _Current) -> int:
@@ -870,7 +883,10 @@ def _implausible(
 
 
 def _ensure_providers(conn: Connection, slugs: set[str], resolver: _Resolver) -> None:
-    """A provider missing from reference data is registered minimally and reported."""
+    """A provider missing from reference data is registered minimally and reported.
+
+    ``slugs`` are the providers of all valid records: those of offers already stored are
+    registered already, so this registers exactly the providers of new offers."""
     missing = sorted(slugs - resolver.reference.providers)
     if missing:
         conn.execute(
@@ -882,37 +898,31 @@ def _ensure_providers(conn: Connection, slugs: set[str], resolver: _Resolver) ->
         resolver.reference.providers.update(missing)
 
 
-def _ensure_instance_types(
-    conn: Connection,
-    added: list[tuple[OfferRecord, tuple[Any, ...], str]],
-    bound: Callable[[tuple[Any, ...], str], tuple[Any, ...]],
-) -> None:
-    """Register SKUs first seen in this crawl (an SKU already offered is already known)."""
-    candidates: dict[tuple[str, str], tuple[tuple[Any, ...], str]] = {}
-    for record, attributes, digest in added:
-        candidates.setdefault((record.provider, record.sku), (attributes, digest))
-    if not candidates:
-        return
-    providers = {provider for provider, _ in candidates}
-    known = {
-        (provider, name)
-        for provider, name in conn.execute(
-            select(SKU.c.provider, SKU.c.name).where(SKU.c.provider.in_(providers))
-        )
-    }
-    rows = []
-    for (provider, name), (attributes, digest) in candidates.items():
-        if (provider, name) not in known:
-            rows.append((provider, name, *SKU_ATTRIBUTES(bound(attributes, digest))))
-    bulk_insert(conn, SKU, SKU_COLUMNS, rows)
+def _ensure_instance_types(conn: Connection, first_new_offer: int) -> None:
+    """Register SKUs first seen in this crawl (an SKU already offered is already known).
+
+    Done by the database from the offers this ingest just inserted (ids from
+    ``first_new_offer`` on): in id order, each new offer's SKU attributes are inserted
+    unless its (provider, SKU) is registered already, so an SKU gets the attributes of
+    its first new offer in identity order. Nothing is read back into Python or bound
+    again, and nothing is sorted."""
+    marker = "%(first)s" if conn.dialect.name == "postgresql" else ":first"
+    # NOT INDEXED (SQLite) keeps the plan on the id range, the new rows only.
+    hint = "" if conn.dialect.name == "postgresql" else " NOT INDEXED"
+    conn.exec_driver_sql(
+        f"INSERT INTO instance_type ({SKU_LIST}) "
+        f"SELECT {SKU_SOURCE} FROM offer{hint} WHERE id >= {marker} ORDER BY id "
+        "ON CONFLICT (provider, name) DO NOTHING",
+        {"first": first_new_offer},
+    )
 
 
 SKU_COLUMNS = ("provider", "name", "gpu_slug", "gpu_count", "vcpus", "memory_gb", "bare_metal")
-SKU_ATTRIBUTES = itemgetter(*(ATTRIBUTES.index(name) for name in SKU_COLUMNS[2:]))
-"""An offer's attributes -> its instance type's, in SKU_COLUMNS order."""
+SKU_LIST = ", ".join(SKU_COLUMNS)
+SKU_SOURCE = ", ".join(("provider", "sku AS name", *SKU_COLUMNS[2:]))
+"""The offer columns an instance type is registered from, in SKU_COLUMNS order."""
 OFFER_COLUMNS = (
     "id",
-    "source",
     "provider",
     "sku",
     "region",
@@ -920,17 +930,14 @@ OFFER_COLUMNS = (
     "unit",
     *ATTRIBUTES,
     "fingerprint",
-    "status",
     "amount",
     "currency",
-    "observation_id",
-    "first_seen_at",
-    "first_seen_version",
-    "last_changed_at",
-    "last_changed_version",
     "gpu_hour_usd",
     "gpu_hour_usd_e10",
+    "observation_id",
 )
+"""A new offer's row, as built (its key's parts, attributes, price, observation); the
+columns every new offer of an ingest shares are constants of the insert."""
 OBS_COLUMNS = (
     "id",
     "offer_id",
@@ -943,11 +950,10 @@ OBS_COLUMNS = (
     "fx_rate",
     "fx_date",
     "fx_source",
-    "valid_from",
-    "version_from",
-    "crawl_run_id",
     "raw_sha256",
 )
+"""An observation's row, as built and as the outbox reads it (``gpu_hour_usd`` is a
+Decimal there); valid_from, version_from and crawl_run_id are constants of the insert."""
 
 
 TOUCHED_COLUMNS = ("id", *ATTRIBUTES, "fingerprint")
@@ -964,6 +970,23 @@ REPRICED_COLUMNS = (
     "withdrawn_at",
     "withdrawn_version",
 )
+
+
+_Price = tuple[tuple[Any, ...], tuple[Any, ...]]
+"""A price's derived figures as bound: the observation's and the offer's (see
+:meth:`_Writer._price`)."""
+
+
+def _price_key(fields: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What a price's derived figures depend on: amount, unit, price basis, GPU count and
+    currency (``fields`` is a record's ``__dict__``)."""
+    return (
+        fields["amount"],
+        fields["unit"],
+        fields["price_per"],
+        fields["gpu_count"],
+        fields["currency"],
+    )
 
 
 class _Writer:
@@ -985,11 +1008,13 @@ class _Writer:
         self.observations: list[tuple[Any, ...]] = []
         self._next_obs = (conn.execute(select(func.max(OBS.c.id))).scalar() or 0) + 1
         self._fx_cache: dict[str, Any] = {}
-        self._prices: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._prices: dict[tuple[Any, ...], _Price] = {}
         self.bind = bulk_binder(conn)
         self.stamp = self.bind(now)
         self._binds_text = conn.dialect.name == "sqlite"
         self._bound: dict[str, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
+        self.first_new_offer = 0
+        """The id of this ingest's first new offer (set by :meth:`write`)."""
 
     def bound_attributes(self, attributes: tuple[Any, ...], digest: str) -> tuple[Any, ...]:
         """``attributes`` as bound for the bulk writes, memoized per fingerprint (offers
@@ -1005,25 +1030,22 @@ class _Writer:
             self._bound[digest] = (attributes, values)
         return values
 
-    def _price(self, fields: Mapping[str, Any]) -> tuple[Any, ...]:
-        """The derived figures of a price, as bound for the bulk writes, with USD per
-        GPU-hour also as a Decimal (offer row, outbox) and its sort key.
+    def _price(self, fields: Mapping[str, Any]) -> _Price:
+        """The derived figures of a price, as bound for the bulk writes: the
+        observation's (``OBS_COLUMNS[2:11]``, USD per GPU-hour there as a Decimal, which
+        the outbox reads) and the offer's (amount, currency, USD per GPU-hour and its
+        sort key).
 
-        Memoized on (amount, unit, price per, GPU count, currency): every figure is
-        rounded and normalized by :func:`q`, so equal inputs give identical results
-        whatever their decimal spelling (and the bound amount is canonical text on
-        SQLite, an equal NUMERIC on PostgreSQL)."""
-        amount, unit, gpu_count, currency = (
-            fields["amount"],
-            fields["unit"],
-            fields["gpu_count"],
-            fields["currency"],
-        )
-        memo_key = (amount, unit, fields["price_per"], gpu_count, currency)
+        Memoized on :func:`_price_key`: every figure is rounded and normalized by
+        :func:`q`, so equal inputs give identical results whatever their decimal
+        spelling (and the bound amount is canonical text on SQLite, an equal NUMERIC on
+        PostgreSQL)."""
+        memo_key = _price_key(fields)
         price = self._prices.get(memo_key)
         if price is not None:
             return price
-        hourly = instance_hourly(amount, unit, fields["price_per"], gpu_count)
+        amount, unit, per, gpu_count, currency = memo_key
+        hourly = instance_hourly(amount, unit, per, gpu_count)
         if currency not in self._fx_cache:
             self._fx_cache[currency] = self.fx.to_usd(currency, self.now.date())
         conversion = self._fx_cache[currency]
@@ -1040,43 +1062,23 @@ class _Writer:
             gpu_usd = gpu_hourly(hourly_usd, gpu_count)
         bind = self.bind
         price = self._prices[memo_key] = (
-            bind(amount),
-            bind(hourly),
-            bind(usd),
-            bind(hourly_usd),
-            gpu_usd,
-            bind(gpu_usd),
-            sort_key_e10(gpu_usd),
-            bind(rate),
-            bind(rate_date),
-            rate_source,
+            (
+                bind(amount),
+                currency,
+                bind(hourly),
+                bind(usd),
+                bind(hourly_usd),
+                gpu_usd,
+                bind(rate),
+                bind(rate_date),
+                rate_source,
+            ),
+            (bind(amount), currency, bind(gpu_usd), sort_key_e10(gpu_usd)),
         )
         return price
 
-    def _observation(self, offer_id: int, record: OfferRecord, price: tuple[Any, ...]) -> int:
-        """Queue the record's observation (``price`` from :meth:`_price`); its id."""
-        obs_id = self._next_obs
-        self._next_obs += 1
-        self.observations.append(
-            (
-                obs_id,
-                offer_id,
-                price[0],
-                record.currency,
-                price[1],
-                price[2],
-                price[3],
-                price[4],  # a Decimal: the outbox reads it back
-                price[7],
-                price[8],
-                price[9],
-                self.stamp,
-                self.version,
-                self.run_id,
-                self.record_payloads.get(id(record), self.raw_sha256),
-            )
-        )
-        return obs_id
+    def _payload_of(self, record: OfferRecord) -> str | None:
+        return self.record_payloads.get(id(record), self.raw_sha256)
 
     def write(self, source: str, diff: _Diff) -> None:
         conn, now, version = self.conn, self.now, self.version
@@ -1086,49 +1088,56 @@ class _Writer:
                 created_at=now,
                 source=source,
                 crawl_run_id=self.run_id,
-                added=len(diff.added) + len(diff.reopened),
+                added=len(diff.new) + len(diff.reopened),
                 changed=len(diff.changed),
                 withdrawn=len(diff.withdrawn),
                 updated=len(diff.touched),
             )
         )
         next_offer = (conn.execute(select(func.max(OFFER.c.id))).scalar() or 0) + 1
-        new_offers = []
-        stamp, price_of, observe = self.stamp, self._price, self._observation
-        bound_of = self.bound_attributes
-        for offer_id, (record, attributes, digest) in enumerate(diff.added, next_offer):
+        self.first_new_offer = next_offer
+        # The hot loop of a first ingest: one offer row and one observation row per new
+        # offer, each built by unpacking memoized parts (key, attributes, price).
+        new_offers: list[tuple[Any, ...]] = []
+        new_offer, observe = new_offers.append, self.observations.append
+        prices, price_of, price_key = self._prices, self._price, _price_key
+        memo, bound_of, as_is = self._bound, self.bound_attributes, not self._binds_text
+        payload_of = self._payload_of if self.record_payloads else None
+        raw, split, obs_id = self.raw_sha256, str.split, self._next_obs
+        for offer_id, (key, record, attributes, digest) in enumerate(diff.new, next_offer):
             fields = record.__dict__
-            price = price_of(fields)
-            new_offers.append(
-                (
-                    offer_id,
-                    source,
-                    fields["provider"],
-                    fields["sku"],
-                    fields["region"],
-                    fields["price_kind"],
-                    fields["unit"],
-                    *bound_of(attributes, digest),
-                    digest,
-                    ACTIVE,
-                    price[0],
-                    fields["currency"],
-                    observe(offer_id, record, price),
-                    stamp,
-                    version,
-                    stamp,
-                    version,
-                    price[5],
-                    price[6],
+            observed, offered = prices.get(price_key(fields)) or price_of(fields)
+            if as_is:
+                values = attributes
+            else:
+                entry = memo.get(digest)
+                values = (
+                    entry[1]
+                    if entry is not None and entry[0] == attributes
+                    else bound_of(attributes, digest)
                 )
-            )
-        bulk_insert(conn, OFFER, OFFER_COLUMNS, new_offers)
+            observe((obs_id, offer_id, *observed, payload_of(record) if payload_of else raw))
+            new_offer((offer_id, *split(key, KEY_SEP), *values, digest, *offered, obs_id))
+            obs_id += 1
+        self._next_obs = obs_id
+        constants = {
+            "source": source,
+            "status": ACTIVE,
+            "first_seen_at": self.stamp,
+            "first_seen_version": version,
+            "last_changed_at": self.stamp,
+            "last_changed_version": version,
+        }
+        bulk_insert(conn, OFFER, OFFER_COLUMNS, new_offers, constants)
+        del new_offers
 
         repriced = []
         for old, record, attributes, digest in diff.changed + diff.reopened:
-            price = price_of(record.__dict__)
-            obs_id = observe(old.id, record, price)
-            repriced.append((old, record, attributes, digest, obs_id, price))
+            observed, offered = price_of(record.__dict__)
+            observe((obs_id, old.id, *observed, self._payload_of(record)))
+            repriced.append((old, record, attributes, digest, obs_id, offered))
+            obs_id += 1
+        self._next_obs = obs_id
         closing = [old.observation_id for old, *_ in diff.changed]
         closing += [old.observation_id for old in diff.withdrawn]
         for start in range(0, len(closing), CHUNK):
@@ -1137,7 +1146,13 @@ class _Writer:
                 .where(OBS.c.id.in_(closing[start : start + CHUNK]))
                 .values(valid_to=now, version_to=version)
             )
-        bulk_insert(conn, OBS, OBS_COLUMNS, self.observations)
+        bulk_insert(
+            conn,
+            OBS,
+            OBS_COLUMNS,
+            self.observations,
+            {"valid_from": self.stamp, "version_from": version, "crawl_run_id": self.run_id},
+        )
         self._update_offers(repriced, diff)
 
     def _update_offers(self, repriced: list[tuple[Any, ...]], diff: _Diff) -> None:
@@ -1152,17 +1167,17 @@ class _Writer:
                     *attributes,
                     digest,
                     ACTIVE,
-                    price[0],
-                    record.currency,
+                    offered[0],
+                    offered[1],
                     obs_id,
-                    price[5],
-                    price[6],
+                    offered[2],
+                    offered[3],
                     stamp,
                     version,
                     None,
                     None,
                 )
-                for old, record, attributes, digest, obs_id, price in repriced
+                for old, _, attributes, digest, obs_id, offered in repriced
             ],
         )
         bulk_update(

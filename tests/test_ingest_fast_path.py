@@ -20,7 +20,7 @@ from service.ingest import (
     fingerprint,
     ingest,
 )
-from tests.factories import OBS, OFFER, VERSION, catalog_state, check_invariants, records
+from tests.factories import OBS, OFFER, VERSION, catalog_state, check_invariants, record, records
 
 
 def crawl(recs: list[dict[str, Any]], **kwargs: Any) -> CrawlResult:
@@ -172,3 +172,63 @@ def test_new_skus_are_registered_with_their_attributes(engine: Engine, settings:
     assert [tuple(r) for r in rows] == [
         (f"gpu-{i}", Decimal(8), Decimal("26.5"), Decimal(192), True) for i in range(4)
     ]
+
+
+def test_a_new_sku_takes_its_first_offers_attributes_and_a_known_one_is_kept(
+    engine: Engine, settings: Settings
+) -> None:
+    """SKUs are registered by the database from the new offer rows, in identity order."""
+    from schema.catalog import InstanceType
+
+    sku = InstanceType.__table__  # type: ignore[attr-defined]
+    # One SKU in three regions, listed out of identity order, each with other vCPUs.
+    recs = [
+        record(0, sku="shared", region="r2", vcpus="30"),
+        record(1, sku="shared", region="r0", vcpus="10"),
+        record(2, sku="shared", region="r1", vcpus="20"),
+    ]
+    ingest(engine, settings, crawl(recs))
+    # Later, a new region of the same SKU with other attributes: the SKU stays as it was.
+    ingest(engine, settings, crawl([*recs, record(3, sku="shared", region="r3", vcpus="99")]))
+    with engine.connect() as conn:
+        rows = conn.execute(select(sku.c.name, sku.c.vcpus).where(sku.c.provider == "acme")).all()
+    assert [tuple(r) for r in rows] == [("shared", Decimal(10))]
+
+
+def test_new_offer_rows_hold_the_ingests_shared_values(engine: Engine, settings: Settings) -> None:
+    """Source, status, stamps, versions and crawl run are constants of the bulk inserts."""
+    result = ingest(engine, settings, crawl(records(5, bare_metal=False)))
+    with engine.connect() as conn:
+        offers = conn.execute(select(OFFER)).mappings().all()
+        observations = conn.execute(select(OBS)).mappings().all()
+    assert {
+        (
+            o["source"],
+            o["status"],
+            o["price_kind"],
+            o["unit"],
+            o["price_per"],
+            o["bare_metal"],
+            o["price_floor"],
+            o["first_seen_version"],
+            o["last_changed_version"],
+            o["first_seen_at"] == o["last_changed_at"],
+        )
+        for o in offers
+    } == {("acme", "active", "on_demand", "hour", "instance", False, False, 1, 1, True)}
+    assert {(o["crawl_run_id"], o["version_from"], o["valid_to"]) for o in observations} == {
+        (result.crawl_run_id, 1, None)
+    }
+    assert {o["valid_from"] for o in observations} == {offers[0]["first_seen_at"]}
+
+
+@pytest.mark.parametrize("value", ["plain", "it's", "nul\x00inside", "ünï", 7, None, True])
+def test_sqlite_literals_store_what_binding_stores(value: Any) -> None:
+    import sqlite3
+
+    from service.bulk import sqlite_literal
+
+    conn = sqlite3.connect(":memory:")
+    literal = conn.execute(f"SELECT {sqlite_literal(value)}").fetchone()[0]
+    bound = conn.execute("SELECT ?", (value,)).fetchone()[0]
+    assert literal == bound and type(literal) is type(bound)
