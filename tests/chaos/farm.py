@@ -15,6 +15,7 @@ import copy
 import json
 import random
 import re
+import sys
 import threading
 import time
 from collections import Counter
@@ -302,13 +303,15 @@ class RunPod(Adapter):
 
     def knobs(self) -> dict[str, Knob]:
         found = {}
-        for index, gpu in enumerate(self.doc["data"]["gpuTypes"]):
+        for gpu in self.doc["data"]["gpuTypes"]:
             for cloud, offered, price in self.clouds:
                 if not gpu[offered] or not gpu[price]:
                     continue
 
-                def setter(doc: Any, amount: Decimal, i: int = index, f: str = price) -> None:
-                    doc["data"]["gpuTypes"][i][f] = float(amount)
+                def setter(doc: Any, amount: Decimal, g: str = gpu["id"], f: str = price) -> None:
+                    for each in doc["data"]["gpuTypes"]:  # by id: a withdrawal shifts indices
+                        if each["id"] == g:
+                            each[f] = float(amount)
 
                 key = f"{gpu['id']}/{cloud}"
                 found[key] = Knob(self.name, key, key, Decimal(str(gpu[price])), setter)
@@ -702,6 +705,13 @@ ADAPTERS: dict[str, type[Adapter]] = {
 }
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A crawler killed or timed out mid-request resets its connection: not an error."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 @dataclass
 class Armed:
     kind: str
@@ -787,7 +797,7 @@ class Farm:
         """(time, source) of every clean answer written in full: a crawl's fetch just ended."""
         self._delivered = threading.Condition()
         self._thread: threading.Thread | None = None
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.httpd = _QuietServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
         self._server = threading.Thread(
             target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
