@@ -1100,13 +1100,22 @@ class _Writer:
         # offer, each built by unpacking memoized parts (key, attributes, price).
         new_offers: list[tuple[Any, ...]] = []
         new_offer, observe = new_offers.append, self.observations.append
-        prices, price_of, price_key = self._prices, self._price, _price_key
+        prices, price_of = self._prices, self._price
         memo, bound_of, as_is = self._bound, self.bound_attributes, not self._binds_text
         payload_of = self._payload_of if self.record_payloads else None
         raw, split, obs_id = self.raw_sha256, str.split, self._next_obs
         for offer_id, (key, record, attributes, digest) in enumerate(diff.new, next_offer):
             fields = record.__dict__
-            observed, offered = prices.get(price_key(fields)) or price_of(fields)
+            price = prices.get(  # _price_key(fields), inlined: hot loop
+                (
+                    fields["amount"],
+                    fields["unit"],
+                    fields["price_per"],
+                    fields["gpu_count"],
+                    fields["currency"],
+                )
+            )
+            observed, offered = price or price_of(fields)
             if as_is:
                 values = attributes
             else:
