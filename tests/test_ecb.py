@@ -50,3 +50,24 @@ def test_ecb_bad_feed_fails_cleanly(
     assert report.label.startswith(f"failed: {reason}")
     with engine.connect() as conn:
         assert conn.execute(select(FxRate.__table__)).first() is None  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("factor", "ok"), [("100", False), ("0.01", False), ("1.5", True)])
+def test_ecb_implausible_day_fails_and_stores_nothing(
+    engine: Engine, settings: Settings, server: ReplayServer, factor: str, ok: bool
+) -> None:
+    """Stored rates never change, so a decimal slip in the newest day (x100, /100) would
+    convert that day's prices for good: the feed is refused as a whole. A real move passes."""
+    body = (FIXTURES / "ecb" / "eurofxref-hist-90d.xml").read_text()
+    old = '<Cube currency="USD" rate="1.1480"/>'
+    assert body.count(old) == 1  # the newest day's USD rate
+    new = f'<Cube currency="USD" rate="{Decimal("1.1480") * Decimal(factor)}"/>'
+    server.route(HIST, Reply(body.replace(old, new).encode(), content_type="application/xml"))
+    report = crawl_source(engine, _settings(settings, server), "ecb")
+    with engine.connect() as conn:
+        stored = conn.execute(select(FxRate.__table__)).first()  # type: ignore[attr-defined]
+    if ok:
+        assert report.label == "ok" and stored is not None
+    else:
+        assert report.label.startswith("failed: implausible rate"), report.label
+        assert stored is None
