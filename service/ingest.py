@@ -318,8 +318,6 @@ class _Validated:
     rejections: list[Rejection]
     protected: set[Key]
     """Keys of offers whose record this crawl rejected: they must not be withdrawn."""
-    providers: set[str]
-    """The providers of ``records``."""
 
 
 def _validate(crawl: CrawlResult) -> _Validated:
@@ -333,8 +331,7 @@ def _validate(crawl: CrawlResult) -> _Validated:
             protected.add(key)
     source = crawl.source
     seen: dict[Key, Decimal] = {}
-    providers: set[str] = set()
-    join, saw_provider = _join_key, providers.add
+    join = _join_key
     for position, item in enumerate(crawl.records):
         if type(item) is OfferRecord:
             record = item
@@ -359,10 +356,9 @@ def _validate(crawl: CrawlResult) -> _Validated:
                 )
             )
             continue
-        provider = fields["provider"]
         key = join(
             (
-                provider,
+                fields["provider"],
                 fields["sku"],
                 fields["region"],
                 fields["price_kind"],
@@ -381,13 +377,11 @@ def _validate(crawl: CrawlResult) -> _Validated:
         seen[key] = fields["amount"]
         records.append(record)
         keys.append(key)
-        saw_provider(provider)
     # An offer reported twice with two prices is ambiguous: keep neither price.
     if protected:
         kept = [(r, k) for r, k in zip(records, keys, strict=True) if k not in protected]
         records, keys = [r for r, _ in kept], [k for _, k in kept]
-        providers = {r.provider for r in records}
-    return _Validated(records, keys, rejections, protected, providers)
+    return _Validated(records, keys, rejections, protected)
 
 
 def _loose_key(item: Any, source: str) -> Key | None:
@@ -673,6 +667,8 @@ STATE_SEP = "\x1f"
 class _Diff:
     new: list[tuple[Key, OfferRecord, tuple[Any, ...], str]] = field(default_factory=list)
     """The added offers with their identity keys, in key order (see :attr:`added`)."""
+    providers: set[str] = field(default_factory=set)
+    """The providers of the added offers."""
     changed: list[tuple[_Current, OfferRecord, tuple[Any, ...], str]] = field(default_factory=list)
     reopened: list[tuple[_Current, OfferRecord, tuple[Any, ...], str]] = field(default_factory=list)
     touched: list[tuple[_Current, tuple[Any, ...], str]] = field(default_factory=list)
@@ -725,7 +721,7 @@ def _apply(
         return result
 
     result.unmapped = resolver.records_unmapped
-    _ensure_providers(conn, validated.providers, resolver)
+    _ensure_providers(conn, diff.providers, resolver)
     if not diff.empty:
         version = (conn.execute(select(func.max(VERSION.c.id))).scalar() or 0) + 1
         writer_ = _Writer(conn, FxTable.load(conn), run_id, now, version, crawl)
@@ -755,7 +751,7 @@ def _diff(
     currency, attributes fingerprint, active) is compared with the stored one, and
     nothing else is built for it."""
     diff = _Diff()
-    added = diff.new
+    added, new_provider = diff.new, diff.providers.add
     attributes_of, digests, digest_of = resolver.attributes, resolver.digests, resolver.digest
     state_of, amount_text, join = current.get, decimal_to_text, ATTRIBUTE_SEP.join
     active_suffix = f"{STATE_SEP}{ACTIVE}{STATE_SEP}"
@@ -767,6 +763,7 @@ def _diff(
         state = state_of(key)
         if state is None:
             added.append((key, record, attributes, digest))
+            new_provider(fields["provider"])
             continue
         if state.startswith(
             f"{amount_text(fields['amount'])}{STATE_SEP}{fields['currency']}{STATE_SEP}"
@@ -883,10 +880,7 @@ def _implausible(
 
 
 def _ensure_providers(conn: Connection, slugs: set[str], resolver: _Resolver) -> None:
-    """A provider missing from reference data is registered minimally and reported.
-
-    ``slugs`` are the providers of all valid records: those of offers already stored are
-    registered already, so this registers exactly the providers of new offers."""
+    """A provider missing from reference data is registered minimally and reported."""
     missing = sorted(slugs - resolver.reference.providers)
     if missing:
         conn.execute(
