@@ -34,6 +34,9 @@ class CrawlRun(SQLModel, table=True):
     unmapped: int = 0
     catalog_version: int | None = None
     log: str | None = Field(default=None, max_length=100000)
+    owner: str | None = Field(
+        default=None, max_length=200, description="host:pid:start of the process crawling"
+    )
 
 
 class RawPayload(SQLModel, table=True):

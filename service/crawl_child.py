@@ -28,6 +28,7 @@ from schema.types import utcnow
 from service.config import PROJECT_ROOT, Settings
 from service.db import writer
 from service.ingest import start_crawl_run
+from service.run_owner import claim_run
 
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]
 STDERR_TAIL = 3000
@@ -154,6 +155,8 @@ def main(argv: list[str]) -> int:
     settings = Settings.model_validate_json(sys.stdin.buffer.read())
     engine = make_engine(settings.database_url)
     try:
+        with writer(engine).begin() as conn:  # the run is ours now: if we die, it is closed
+            claim_run(conn, run_id)
         print(crawl_into_run(engine, settings, name, run_id, trigger), flush=True)
     finally:
         engine.dispose()

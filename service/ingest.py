@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 from functools import cached_property
 from operator import itemgetter
@@ -38,6 +38,7 @@ from service.bulk import bulk_binder, bulk_insert, bulk_update
 from service.config import Settings
 from service.db import writer
 from service.fx import FxTable, Rate, store_rates
+from service.run_owner import close_dead_runs, this_owner
 from service.units import gpu_hourly, instance_hourly, q
 
 OFFER = Offer.__table__  # type: ignore[attr-defined]
@@ -183,28 +184,17 @@ class IngestError(Exception):
 # --------------------------------------------------------------------------- crawl runs
 
 
-STALE_RUN = timedelta(hours=6)
-"""A run still 'running' after this long was interrupted (its process died)."""
-
-
 def start_crawl_run(
     engine: Engine, source: str, *, trigger: str = "cli", parser_version: str | None = None
 ) -> int:
     """Record that a crawl of ``source`` began; returns the crawl run id.
 
-    Earlier runs of the source left 'running' by a dead process are closed as
-    ``failed: interrupted`` first, so every run ends with a status and a reason."""
+    The run records its owner (this process, see :mod:`service.run_owner`). Earlier runs of
+    the source left 'running' by a dead process are closed as ``failed: interrupted``
+    first, so every run ends with a status and a reason."""
     now = utcnow()
     with writer(engine).begin() as conn:
-        conn.execute(
-            update(RUN)
-            .where(
-                RUN.c.source == source,
-                RUN.c.status == CrawlStatus.running.value,
-                RUN.c.started_at < now - STALE_RUN,
-            )
-            .values(status=CrawlStatus.failed.value, reason="interrupted", finished_at=now)
-        )
+        close_dead_runs(conn, now, source)
         result = conn.execute(
             insert(RUN).values(
                 source=source,
@@ -212,6 +202,7 @@ def start_crawl_run(
                 started_at=utcnow(),
                 status=CrawlStatus.running.value,
                 parser_version=parser_version,
+                owner=this_owner(),
                 source_urls=[],
                 seen=0,
                 added=0,

@@ -23,7 +23,9 @@ from sqlalchemy.engine import make_url
 from crawlers.registry import all_sources
 from schema.types import utcnow
 from service.config import Settings
+from service.db import writer
 from service.queries import last_good_crawls
+from service.run_owner import close_dead_runs
 from service.schedules import intervals, parse_interval  # noqa: F401 (re-exported)
 from service.sources import sync_sources
 
@@ -154,11 +156,23 @@ class Leader:
         if self.engine.dialect.name == "sqlite":
             self._sqlite_lock = SqliteSchedulerLock(self.settings.database_url)
             self._sqlite_lock.acquire()
+            self._close_dead_runs()
             self.scheduler = build_scheduler(self.engine, self.settings)
             self.scheduler.start()
             return
         self._thread = threading.Thread(target=self._campaign, name="scheduler-leader", daemon=True)
         self._thread.start()
+
+    def _close_dead_runs(self) -> None:
+        """Runs left ``running`` by dead crawl processes get their final status now."""
+        try:
+            with writer(self.engine).begin() as conn:
+                closed = close_dead_runs(conn, utcnow())
+        except Exception:  # never keep the scheduler from starting
+            log.exception("could not close the runs of dead crawl processes")
+            return
+        if closed:
+            log.info("closed %d crawl runs left running by dead processes", len(closed))
 
     def _campaign(self) -> None:
         """PostgreSQL: hold an advisory lock on a dedicated connection while leading."""
@@ -171,6 +185,7 @@ class Leader:
                     conn.commit()
                     if got:
                         log.info("this process is the scheduler leader")
+                        self._close_dead_runs()
                         self.scheduler = build_scheduler(self.engine, self.settings)
                         self.scheduler.start()
                         while not self._stop.wait(self.poll_seconds):

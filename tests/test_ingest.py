@@ -315,7 +315,8 @@ def test_concurrent_ingests_of_one_source_are_serialized(
 def test_a_run_left_running_by_a_dead_process_is_closed_as_interrupted(
     engine: Engine, settings: Settings
 ) -> None:
-    from service.ingest import STALE_RUN, start_crawl_run
+    from service.ingest import start_crawl_run
+    from service.run_owner import STALE_AFTER as STALE_RUN  # its owner (us) lives: only age
 
     old = start_crawl_run(engine, "acme")
     with writer(engine).begin() as conn:

@@ -15,13 +15,48 @@ from schema.names import gpu_alias_key
 from service.config import REFERENCE_DIR
 from service.reference import ReferenceError, load_reference, read_reference
 
-REQUIRED_GPUS = ["T4", "A10", "A10G", "L4", "L40S", "V100", "A100 40GB", "A100 80GB",
-                 "H100 PCIe", "H100 SXM", "H100 NVL", "H200", "H20", "GH200", "B200",
-                 "MI300X", "MI325X", "Gaudi 3"]
-REQUIRED_PROVIDERS = ["aws", "azure", "gcp", "oracle", "lambda", "coreweave", "paperspace",
-                      "ovhcloud", "gcore", "equinix", "scaleway", "nebius", "runpod", "vastai",
-                      "hyperstack", "datacrunch", "alibaba", "tencent", "genesiscloud",
-                      "tensordock"]
+REQUIRED_GPUS = [
+    "T4",
+    "A10",
+    "A10G",
+    "L4",
+    "L40S",
+    "V100",
+    "A100 40GB",
+    "A100 80GB",
+    "H100 PCIe",
+    "H100 SXM",
+    "H100 NVL",
+    "H200",
+    "H20",
+    "GH200",
+    "B200",
+    "MI300X",
+    "MI325X",
+    "Gaudi 3",
+]
+REQUIRED_PROVIDERS = [
+    "aws",
+    "azure",
+    "gcp",
+    "oracle",
+    "lambda",
+    "coreweave",
+    "paperspace",
+    "ovhcloud",
+    "gcore",
+    "equinix",
+    "scaleway",
+    "nebius",
+    "runpod",
+    "vastai",
+    "hyperstack",
+    "datacrunch",
+    "alibaba",
+    "tencent",
+    "genesiscloud",
+    "tensordock",
+]
 
 
 def test_shipped_reference_is_valid_and_covers_what_users_ask_for() -> None:
@@ -87,7 +122,11 @@ def _broken(tmp_path: Path, file: str, mutate) -> Path:  # type: ignore[no-untyp
     ],
 )
 def test_bad_rows_are_named_and_nothing_is_written(
-    engine: Engine, tmp_path: Path, file: str, mutate, message: str  # type: ignore[no-untyped-def]
+    engine: Engine,
+    tmp_path: Path,
+    file: str,
+    mutate,
+    message: str,  # type: ignore[no-untyped-def]
 ) -> None:
     folder = _broken(tmp_path, file, mutate)
     with pytest.raises(ReferenceError, match=message):
