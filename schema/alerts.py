@@ -57,6 +57,9 @@ class AlertEvent(SQLModel, table=True):
     last_error: str | None = Field(default=None, max_length=2000)
     created_at: datetime = Field(sa_type=UTCDateTime)
     delivered_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    claimed_by: str | None = Field(
+        default=None, max_length=200, description="host:pid:start of the dispatcher holding it"
+    )
 
 
 # --------------------------------------------------------------------------- API bodies

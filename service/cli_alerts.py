@@ -69,4 +69,9 @@ def register(app: typer.Typer) -> None:
             f"claimed {report.claimed}, delivered {report.delivered}, "
             f"retrying {report.retrying}, dead {report.dead}, waiting {report.released}"
             + (f", certification events raised {report.raised}" if report.raised else "")
+            + (
+                f", taken back from a dead dispatcher {report.reclaimed}"
+                if report.reclaimed
+                else ""
+            )
         )

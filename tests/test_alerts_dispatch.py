@@ -185,3 +185,61 @@ def test_a_hanging_receiver_holds_only_its_own_events(
     assert {e["next_attempt_at"] for e in held} == {held[0]["next_attempt_at"]}
     assert held[0]["next_attempt_at"] > utcnow() + timedelta(seconds=10)
     assert run_dispatcher_once(engine, narrow).claimed == 0  # they wait for the backoff
+
+
+CLAIM_AND_DIE = """
+import os, signal, sys
+from service.alerts.dispatch import _claim
+from service.config import Settings
+from service.db import make_engine
+from schema.types import utcnow
+settings = Settings.model_validate_json(sys.stdin.read())
+claimed = _claim(make_engine(settings.database_url), settings, utcnow(), 100)
+print(len(claimed), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_events_claimed_by_a_killed_dispatcher_are_taken_back_at_once(
+    engine: Engine, local: Settings, server: ReplayServer
+) -> None:
+    """A dispatcher SIGKILLed between claiming events and recording their outcome leaves
+    them leased (webhook timeout + 60 s). The next run sees that the claimant process is
+    gone and delivers them now; a lease held by a live process is left alone."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from service.config import PROJECT_ROOT
+    from service.run_owner import this_owner
+
+    server.route("/hook", Reply(b"ok"))
+    subscribe(engine, local, url=f"{server.url}/hook", condition={"new_offer": True})
+    two_versions(engine, local, n=2)
+    child = subprocess.run(
+        [sys.executable, "-c", CLAIM_AND_DIE],
+        input=local.model_dump_json(),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)},
+        check=False,
+    )
+    assert child.returncode == -signal.SIGKILL and child.stdout.strip() == "2", child.stderr
+    leased = events(engine)
+    assert all(e["status"] == "pending" and e["claimed_by"] for e in leased)
+    assert all(e["next_attempt_at"] > utcnow() for e in leased)  # waiting out the lease
+    report = run_dispatcher_once(engine, local)
+    assert (report.reclaimed, report.delivered) == (2, 2)
+    assert [e["status"] for e in events(engine)] == ["delivered", "delivered"]
+    assert all(e["claimed_by"] is None for e in events(engine))
+    assert len([r for r in server.requests if r[1] == "/hook"]) == 2
+    # A live claimant (this process) keeps its lease.
+    two_versions_more = records(4)
+    ingest(engine, local, CrawlResult(source="acme", records=two_versions_more))
+    from service.alerts.dispatch import _claim
+
+    assert len(_claim(engine, local, utcnow(), 100)) == 2
+    assert {e["claimed_by"] for e in events(engine, status="pending")} == {this_owner()}
+    again = run_dispatcher_once(engine, local)
+    assert (again.reclaimed, again.claimed) == (0, 0)

@@ -44,6 +44,7 @@ from service.alerts.certs import enqueue_certification_validity
 from service.alerts.ssrf import UnsafeUrl, check_url_async
 from service.config import Settings
 from service.db import writer
+from service.run_owner import owner_alive, this_owner
 
 EVENT = AlertEvent.__table__  # type: ignore[attr-defined]
 SUBSCRIPTION = Subscription.__table__  # type: ignore[attr-defined]
@@ -110,6 +111,8 @@ class Outcome:
 class DispatchReport:
     raised: int = 0
     """certification events raised by validity dates (expiry, taking effect)"""
+    reclaimed: int = 0
+    """events leased by a dispatcher that died, made due again at once"""
     claimed: int = 0
     delivered: int = 0
     retrying: int = 0
@@ -137,8 +140,9 @@ def run_dispatcher_once(
     """Raise due certification validity events, then deliver due webhook events until none
     is left (at most ``RUN_BATCHES`` batches), and record the outcomes."""
     raised = enqueue_certification_validity(engine, clock())
+    reclaimed = _reclaim_orphans(engine, clock())
     first = _claim(engine, settings, clock(), settings.dispatcher_batch_size)
-    report = DispatchReport(raised=raised, claimed=len(first))
+    report = DispatchReport(raised=raised, reclaimed=reclaimed, claimed=len(first))
     if first:
         asyncio.run(_dispatch(engine, settings, clock, rng, report, first))
     return report
@@ -226,6 +230,29 @@ async def _dispatch(
             )
 
 
+def _reclaim_orphans(engine: Engine, now: datetime) -> int:
+    """Make due again the events leased by a dispatcher that died on this host (SIGKILL
+    between claim and outcome) instead of waiting its lease out; returns how many.
+    A lease held by a live process, or by one on another host, is left alone."""
+    with engine.connect() as conn:
+        leased = conn.execute(
+            select(EVENT.c.id, EVENT.c.claimed_by).where(
+                EVENT.c.status == EventStatus.pending.value,
+                EVENT.c.claimed_by.is_not(None),
+                EVENT.c.next_attempt_at > now,
+            )
+        ).all()
+    orphans = [row.id for row in leased if owner_alive(row.claimed_by) is False]
+    if not orphans:
+        return 0
+    with writer(engine).begin() as conn:
+        return conn.execute(
+            update(EVENT)
+            .where(EVENT.c.id.in_(orphans), EVENT.c.status == EventStatus.pending.value)
+            .values(next_attempt_at=now, claimed_by=None)
+        ).rowcount
+
+
 def _claim(
     engine: Engine,
     settings: Settings,
@@ -264,7 +291,11 @@ def _claim(
         if not rows:
             return []
         ids = [row.id for row in rows]
-        conn.execute(update(EVENT).where(EVENT.c.id.in_(ids)).values(next_attempt_at=lease))
+        conn.execute(
+            update(EVENT)
+            .where(EVENT.c.id.in_(ids))
+            .values(next_attempt_at=lease, claimed_by=this_owner())
+        )
     return [
         Delivery(
             event_id=row.id,
@@ -429,6 +460,7 @@ def _record(
             next_attempt_at=bindparam("p_next"),
             last_error=bindparam("p_error"),
             delivered_at=bindparam("p_delivered"),
+            claimed_by=None,
         )
     )
     with writer(engine).begin() as conn:
