@@ -17,10 +17,13 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('crawl_run') as batch:
-        batch.add_column(sa.Column('owner', sa.String(length=200), nullable=True))
+    op.add_column('crawl_run', sa.Column('owner', sa.String(length=200), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('crawl_run') as batch:
-        batch.drop_column('owner')
+    if op.get_bind().dialect.name == 'sqlite':
+        # native DROP COLUMN (SQLite >= 3.35): batch mode would copy and drop the table,
+        # which other tables' foreign keys refuse once it holds rows
+        op.execute('ALTER TABLE crawl_run DROP COLUMN owner')
+    else:
+        op.drop_column('crawl_run', 'owner')

@@ -17,10 +17,13 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('alert_event') as batch:
-        batch.add_column(sa.Column('claimed_by', sa.String(length=200), nullable=True))
+    op.add_column('alert_event', sa.Column('claimed_by', sa.String(length=200), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('alert_event') as batch:
-        batch.drop_column('claimed_by')
+    if op.get_bind().dialect.name == 'sqlite':
+        # native DROP COLUMN (SQLite >= 3.35): batch mode would copy and drop the table,
+        # which other tables' foreign keys refuse once it holds rows
+        op.execute('ALTER TABLE alert_event DROP COLUMN claimed_by')
+    else:
+        op.drop_column('alert_event', 'claimed_by')
