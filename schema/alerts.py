@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, StringConstraints, field_validator, model_validator
 from pydantic import Field as PydField
@@ -13,6 +13,7 @@ from sqlalchemy import JSON
 from sqlmodel import Field, SQLModel
 
 from schema.base import metadata  # noqa: F401
+from schema.compliance import CERT_SCHEMES, CertScheme
 from schema.enums import PriceKind
 from schema.types import UTCDateTime
 
@@ -93,19 +94,6 @@ Count = Annotated[Decimal, PydField(ge=0, le=1024)]
 Usd = Annotated[Decimal, PydField(gt=0, le=1_000_000)]
 Pct = Annotated[Decimal, PydField(gt=0, le=1000)]
 
-CertScheme = Literal[
-    "iso27001",
-    "soc2_type2",
-    "hds",
-    "c5",
-    "iso27017",
-    "iso27018",
-    "pci_dss",
-    "hipaa",
-    "fedramp",
-]
-"""Certification schemes a subscription may name (the schemes of ``certifications.yaml``)."""
-CERT_SCHEMES: tuple[str, ...] = get_args(CertScheme)
 CertWatch = Literal[True] | CertScheme
 CERT_CONDITIONS = ("cert_gained", "cert_lost")
 

@@ -12,13 +12,27 @@ Every compliance table is versioned on two time axes (see ``docs/compliance.md``
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Any
+from typing import Any, Literal, get_args
 
 from sqlalchemy import JSON
 from sqlmodel import Field, SQLModel
 
 from schema.base import metadata  # noqa: F401
 from schema.types import UTCDateTime
+
+CertScheme = Literal[
+    "iso27001",
+    "soc2_type2",
+    "hds",
+    "c5",
+    "iso27017",
+    "iso27018",
+    "pci_dss",
+    "hipaa",
+    "fedramp",
+]
+"""The certification schemes the catalog knows (rows of ``certifications.yaml``)."""
+CERT_SCHEMES: tuple[str, ...] = get_args(CertScheme)
 
 
 class Certification(SQLModel, table=True):

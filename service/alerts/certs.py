@@ -35,15 +35,15 @@ from sqlalchemy.exc import IntegrityError
 from schema.alerts import CERT_CONDITIONS, AlertEvent, Channel, EventStatus, EventType
 from schema.compliance import Certification
 from schema.enums import OfferStatus
-from schema.prices import CatalogVersion, Offer, PriceObservation
+from schema.prices import CatalogVersion, Offer
 from service.alerts.matching import SUBSCRIPTION, Compiled, OfferChange, load_compiled
+from service.alerts.outbox import offer_changes_select
 from service.compliance.versioning import within
 from service.db import writer
 
 CERT = Certification.__table__  # type: ignore[attr-defined]
 EVENT = AlertEvent.__table__  # type: ignore[attr-defined]
 OFFER = Offer.__table__  # type: ignore[attr-defined]
-OBS = PriceObservation.__table__  # type: ignore[attr-defined]
 VERSION = CatalogVersion.__table__  # type: ignore[attr-defined]
 HELD = "certified"
 LOOKBACK_DAYS = 7
@@ -266,26 +266,8 @@ def _with_matching_offers(conn: Connection, found: list[Transition]) -> list[Tra
 
 
 def _current_offers(conn: Connection, provider: str) -> list[OfferChange]:
-    stmt = (
-        select(
-            OFFER.c.id,
-            OFFER.c.source,
-            OFFER.c.provider,
-            OFFER.c.sku,
-            OFFER.c.region,
-            OFFER.c.price_kind,
-            OFFER.c.unit,
-            OFFER.c.gpu_slug,
-            OFFER.c.country,
-            OFFER.c.gpu_count,
-            OFFER.c.gpu_memory_gb,
-            OFFER.c.bare_metal,
-            OBS.c.currency,
-            OBS.c.amount,
-            OBS.c.gpu_hour_usd,
-        )
-        .join(OBS, OBS.c.id == OFFER.c.observation_id)
-        .where(OFFER.c.provider == provider, OFFER.c.status == OfferStatus.active.value)
+    stmt = offer_changes_select().where(
+        OFFER.c.provider == provider, OFFER.c.status == OfferStatus.active.value
     )
     return [OfferChange.of_row("current", row) for row in conn.execute(stmt)]
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, Select, select
 
 from schema.alerts import AlertEvent, Channel, EventStatus
 from schema.prices import Offer, PriceObservation
@@ -178,31 +178,32 @@ def summarize(diff: _Diff, observations: list[tuple[Any, ...]]) -> list[OfferCha
     return changes
 
 
+def offer_changes_select() -> Select[Any]:
+    """Offers with their current price, as the columns of :meth:`OfferChange.of_row`."""
+    return select(
+        OFFER.c.id,
+        OFFER.c.source,
+        OFFER.c.provider,
+        OFFER.c.sku,
+        OFFER.c.region,
+        OFFER.c.price_kind,
+        OFFER.c.unit,
+        OFFER.c.gpu_slug,
+        OFFER.c.country,
+        OFFER.c.gpu_count,
+        OFFER.c.gpu_memory_gb,
+        OFFER.c.bare_metal,
+        OBS.c.currency,
+        OBS.c.amount,
+        OBS.c.gpu_hour_usd,
+    ).join(OBS, OBS.c.id == OFFER.c.observation_id)
+
+
 def _withdrawals(conn: Connection, offer_ids: list[int]) -> list[OfferChange]:
     """Withdrawn offers as they were (read back within the ingest transaction)."""
     changes = []
     for begin in range(0, len(offer_ids), CHUNK):
-        stmt = (
-            select(
-                OFFER.c.id,
-                OFFER.c.source,
-                OFFER.c.provider,
-                OFFER.c.sku,
-                OFFER.c.region,
-                OFFER.c.price_kind,
-                OFFER.c.unit,
-                OFFER.c.gpu_slug,
-                OFFER.c.country,
-                OFFER.c.gpu_count,
-                OFFER.c.gpu_memory_gb,
-                OFFER.c.bare_metal,
-                OBS.c.currency,
-                OBS.c.amount,
-                OBS.c.gpu_hour_usd,
-            )
-            .join(OBS, OBS.c.id == OFFER.c.observation_id)
-            .where(OFFER.c.id.in_(offer_ids[begin : begin + CHUNK]))
-        )
+        stmt = offer_changes_select().where(OFFER.c.id.in_(offer_ids[begin : begin + CHUNK]))
         for row in conn.execute(stmt):
             changes.append(OfferChange.of_row("withdrawn", row))
     return changes

@@ -20,7 +20,14 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from sqlalchemy import Connection, select
 
 from schema.catalog import GpuModel, Provider, Region
-from schema.compliance import Certification, CountryMembership, ExportRuleSet, GpuClassification
+from schema.compliance import (
+    CERT_SCHEMES,
+    Certification,
+    CertScheme,
+    CountryMembership,
+    ExportRuleSet,
+    GpuClassification,
+)
 from schema.records import describe_validation_error
 from schema.types import utcnow
 from service.alerts.certs import current_certifications, enqueue_certification_changes
@@ -37,17 +44,7 @@ PROVIDER = Provider.__table__  # type: ignore[attr-defined]
 REGION = Region.__table__  # type: ignore[attr-defined]
 GPU = GpuModel.__table__  # type: ignore[attr-defined]
 
-SCHEMES = (
-    "iso27001",
-    "soc2_type2",
-    "hds",
-    "c5",
-    "iso27017",
-    "iso27018",
-    "pci_dss",
-    "hipaa",
-    "fedramp",
-)
+SCHEMES = CERT_SCHEMES
 STATUSES = ("certified", "reported", "not_certified", "unknown")
 FILES = {
     "countries": "countries.yaml",
@@ -96,7 +93,7 @@ def _dates_in_order(start: date | None, end: date | None, what: str) -> None:
 
 class CertificationRow(_Sourced):
     provider: str
-    scheme: Literal[SCHEMES]  # type: ignore[valid-type]
+    scheme: CertScheme
     status: Literal[STATUSES]  # type: ignore[valid-type]
     regions: list[str] | None = None
     valid_from: date | None = None
