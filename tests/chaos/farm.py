@@ -12,6 +12,8 @@ served and when, so the runner can demand exactly those values in the catalog hi
 from __future__ import annotations
 
 import copy
+import csv
+import io
 import json
 import random
 import re
@@ -436,6 +438,100 @@ class Gcp(Adapter):
         return self.render_page(doc, page)
 
 
+class Azure(Adapter):
+    """Azure Retail Prices API: four queries (one per VM family, ``$filter`` on
+    ``Standard_NC``, ``ND``, ``NG``, ``NV``), seven pages chained by ``NextPageLink``
+    (``$skip``); ``doc`` is the list of pages in the order the crawler asks for them
+    (breadth-first: the four first pages, then NC 2, NV 2, NV 3). Knobs are the Linux
+    pay-as-you-go price of each known size, served at one price in every region (its first
+    row's), so its offers agree everywhere; spot, low-priority and reservation rows never
+    move. Faults hit one page of a crawl (``drop_90`` every page)."""
+
+    name = "azure"
+    pages = 7
+    files: tuple[str, ...] = (
+        *("nc-page-1", "nd-page-1", "ng-page-1", "nv-page-1"),  # the four first pages
+        *("nc-page-2", "nv-page-2", "nv-page-3"),  # then their NextPageLinks, in order
+    )
+
+    def __init__(self) -> None:
+        from crawlers.providers.azure import API_PATH, SIZES
+
+        self.path = API_PATH
+        self.doc = [
+            json.loads((FIXTURES_DIR / "azure" / f"{f}.json").read_text()) for f in self.files
+        ]
+        self.order = {}
+        for index, name in enumerate(self.files):
+            family, _, number = name.partition("-page-")
+            self.order[(family.upper(), (int(number) - 1) * 1000)] = index
+        self.entries: dict[str, list[tuple[int, int]]] = {}
+        for p, page in enumerate(self.doc):
+            for i, item in enumerate(page["Items"]):
+                if (
+                    item["armSkuName"] in SIZES
+                    and item["type"] == "Consumption"
+                    and "Windows" not in item["productName"]
+                    and not item["skuName"].endswith((" Spot", " Low Priority"))
+                    and item["unitOfMeasure"] == "1 Hour"
+                    and item.get("isPrimaryMeterRegion") is not False
+                ):
+                    self.entries.setdefault(item["armSkuName"], []).append((p, i))
+        self.amounts: dict[str, Decimal] = {}
+        for sku, spots in self.entries.items():
+            p, i = spots[0]
+            amount = Decimal(str(self.doc[p]["Items"][i]["retailPrice"])).quantize(Decimal("0.01"))
+            self.amounts[sku] = max(amount, Decimal("0.01"))
+            self._set(self.doc, sku, self.amounts[sku])
+
+    def _set(self, doc: Any, sku: str, amount: Decimal) -> None:
+        for p, i in self.entries[sku]:
+            item = doc[p]["Items"][i]
+            item["retailPrice"] = item["unitPrice"] = float(amount)
+
+    def route(self, method: str, path: str, query: str) -> int | None:
+        if method != "GET" or path != self.path:
+            return None
+        args = parse_qs(query)
+        family = re.search(r"'Standard_(N[A-Z])'", args.get("$filter", [""])[0])
+        if family is None:
+            return None
+        return self.order.get((family.group(1), int(args.get("$skip", ["0"])[0] or 0)))
+
+    def render_page(self, doc: Any, page: int) -> bytes:
+        return json.dumps(doc[page], ensure_ascii=False, separators=(",", ":")).encode()
+
+    def render(self, doc: Any) -> bytes:
+        return self.render_page(doc, 0)
+
+    def knob_pages(self, key: str) -> set[int]:
+        return {p for p, _ in self.entries[key]}
+
+    def knobs(self) -> dict[str, Knob]:
+        def setter(sku: str) -> Callable[[Any, Decimal], None]:
+            return lambda doc, amount: self._set(doc, sku, amount)
+
+        return {
+            sku: Knob(self.name, sku, sku, amount, setter(sku))
+            for sku, amount in self.amounts.items()
+        }
+
+    def mangle_page(self, kind: str, doc: Any, page: int, rng: random.Random) -> bytes:
+        items = doc[page]["Items"]
+        if kind == "renamed_field":
+            doc[page]["items"] = doc[page].pop("Items")
+        elif kind == "drop_90":
+            doc[page]["Items"] = _keep_tenth(items, rng)
+        elif kind == "duplicates":
+            doc[page]["Items"] = items + copy.deepcopy(items)
+        elif kind == "hostile":
+            for item in items:  # fields the parser does not read
+                item["meterName"] = f"{item['meterName']} {HOSTILE}"
+                item["location"] = f"{item['location']} {HOSTILE}"
+            items[0]["chaos_note"] = BIG_FIELD
+        return self.render_page(doc, page)
+
+
 _DAY = re.compile(r'<Cube time="(\d{4}-\d{2}-\d{2})">(.*?)</Cube>', re.S)
 _RATE = re.compile(r'<Cube currency="([A-Z]{3})" rate="([0-9.]+)"/>')
 
@@ -513,6 +609,92 @@ class Ecb(Adapter):
             text = text.replace("</gesmes:name>", f" {mark}</gesmes:name>", 1)
             text = text.replace("<Cube>", f"<!-- {BIG_FIELD} --><Cube>", 1)
         return text.encode()
+
+
+class SkyPilotCsv(Adapter):
+    """A SkyPilot catalog file (``vms.csv``): ``doc`` is the header and rows. Knobs are the
+    on-demand ``Price`` of each GPU instance type, served at one price in every region and
+    zone (its first row's); ``SpotPrice`` never moves. CSV faults: ``invalid_json`` is an
+    unbalanced quote (``invalid payload``), ``renamed_field`` renames the ``Price`` header,
+    ``hostile`` goes in an extra column the parser does not read."""
+
+    content_type = "text/csv; charset=utf-8"
+    peer: str
+    version = "v8"
+
+    def __init__(self) -> None:
+        self.path = f"/catalogs/{self.version}/{self.peer}/vms.csv"
+        raw = self.fixture.read_bytes()
+        self.newline = "\r\n" if b"\r\n" in raw else "\n"
+        rows = list(csv.reader(io.StringIO(raw.decode("utf-8-sig"), newline="")))
+        self.doc = {"header": rows[0], "rows": [r for r in rows[1:] if r]}
+        self.price = rows[0].index("Price")
+        sku, accelerator = rows[0].index("InstanceType"), rows[0].index("AcceleratorName")
+        self.amounts: dict[str, Decimal] = {}
+        for row in self.doc["rows"]:
+            if row[sku] and row[accelerator] and row[self.price]:
+                self.amounts.setdefault(
+                    row[sku], Decimal(row[self.price]).quantize(Decimal("0.01"))
+                )
+        self.sku = sku
+        for key, amount in self.amounts.items():
+            self._set(self.doc, key, amount)
+
+    def _set(self, doc: Any, key: str, amount: Decimal) -> None:
+        for row in doc["rows"]:
+            if row[self.sku] == key and row[self.price]:
+                row[self.price] = f"{amount}"
+
+    def knobs(self) -> dict[str, Knob]:
+        def setter(key: str) -> Callable[[Any, Decimal], None]:
+            return lambda doc, amount: self._set(doc, key, amount)
+
+        return {
+            key: Knob(self.name, key, key, amount, setter(key))
+            for key, amount in self.amounts.items()
+        }
+
+    def render(self, doc: Any) -> bytes:
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator=self.newline)
+        writer.writerow(doc["header"])
+        writer.writerows(doc["rows"])
+        return out.getvalue().encode()
+
+    def mangle(self, kind: str, doc: Any, rng: random.Random) -> bytes:
+        if kind == "invalid_json":  # a quoted field never closed: swallows the rest
+            text = self.render(doc).decode()
+            cut = text.index(self.newline) + len(self.newline)
+            return (text[:cut] + '"' + text[cut:]).encode()
+        return super().mangle(kind, doc, rng)
+
+    def rename(self, doc: Any) -> None:
+        doc["header"][self.price] = "PriceUSD"
+
+    def drop(self, doc: Any, rng: random.Random) -> None:
+        doc["rows"] = _keep_tenth(doc["rows"], rng)
+
+    def duplicate(self, doc: Any) -> None:
+        doc["rows"] = [row for row in doc["rows"] for _ in (0, 1)]
+
+    def hostile(self, doc: Any) -> None:
+        doc["header"] = [*doc["header"], "Notes"]
+        doc["rows"] = [[*row, HOSTILE] for row in doc["rows"]]
+        big = [""] * len(doc["header"])  # a row the reader refuses (field limit): a CPU one
+        big[self.sku], big[-1] = "chaos-cpu", BIG_FIELD
+        doc["rows"].append(big)
+
+
+class SkyPilotLambda(SkyPilotCsv):
+    name = "skypilot:lambda"
+    peer = "lambda"
+    fixture = FIXTURES_DIR / "skypilot" / "lambda.csv"
+
+
+class SkyPilotRunPod(SkyPilotCsv):
+    name = "skypilot:runpod"
+    peer = "runpod"
+    fixture = FIXTURES_DIR / "skypilot" / "runpod.csv"
 
 
 _ROW = re.compile(r"<tr\b[^>]*>.*?</tr>", re.S)
@@ -701,7 +883,20 @@ class DataCrunchWeb(HtmlAdapter):
 
 
 ADAPTERS: dict[str, type[Adapter]] = {
-    a.name: a for a in (Oracle, Lambda, Ovh, Gcp, RunPod, Ecb, GenesisCloudWeb, DataCrunchWeb)
+    a.name: a
+    for a in (
+        Oracle,
+        Lambda,
+        Ovh,
+        Gcp,
+        Azure,
+        RunPod,
+        Ecb,
+        GenesisCloudWeb,
+        DataCrunchWeb,
+        SkyPilotLambda,
+        SkyPilotRunPod,
+    )
 }
 
 

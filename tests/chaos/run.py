@@ -51,10 +51,13 @@ SOURCES = [
     "lambda",
     "ovhcloud",
     "gcp",
+    "azure",
     "runpod",
     "ecb",
     "genesiscloud-web",
     "datacrunch-web",
+    "skypilot:lambda",
+    "skypilot:runpod",
 ]
 HTML_SOURCES = {"genesiscloud-web", "datacrunch-web"}
 """Scrapy spiders: each crawl runs the real Scrapy child process (a slower start)."""
@@ -563,6 +566,7 @@ def run(
     replicas: int | None = None,
     kinds: tuple[str, ...] = FAULT_KINDS,
     extra_env: dict[str, str] | None = None,
+    sources: list[str] | None = None,
 ) -> Outcome:
     """One run: ``kills`` SIGKILLs at random moments and ``aimed`` more aimed at an
     ingest in progress; ``extra_env`` overrides the service's settings (e.g. to prove
@@ -579,8 +583,9 @@ def run(
     receiver: Receiver | None = None
     database_url, admin = make_database(db, workdir)
     try:
+        sources = sources or SOURCES
         farm = Farm(
-            SOURCES,
+            sources,
             seed,
             http_timeout=HTTP_TIMEOUT,
             attempts=HTTP_RETRIES + 1,
@@ -596,7 +601,7 @@ def run(
         # a Scrapy crawl starts two interpreters: by default pages are crawled every 15 s
         html_interval = html_interval or interval * 3 // 2
         schedules.update(
-            {n: f"{html_interval if n in HTML_SOURCES else interval}s" for n in SOURCES}
+            {n: f"{html_interval if n in HTML_SOURCES else interval}s" for n in sources}
         )
         env_settings = {
             "GPUATLAS_DATABASE_URL": database_url,
@@ -634,7 +639,7 @@ def run(
         )
         # baseline: one clean crawl of each source, side by side (then the scheduler's turn),
         # while the API key is made
-        with ThreadPoolExecutor(len(SOURCES) + 1) as pool:
+        with ThreadPoolExecutor(len(sources) + 1) as pool:
             making_key = pool.submit(
                 subprocess.run,
                 [str(Path(sys.executable).parent / "gpuatlas"), "apikey", "create", "chaos"],
@@ -647,9 +652,9 @@ def run(
             )
             reports = pool.map(
                 lambda name: crawl_source(engine, settings, name, trigger="chaos-baseline"),
-                SOURCES,
+                sources,
             )
-            for name, report in zip(SOURCES, reports, strict=True):
+            for name, report in zip(sources, reports, strict=True):
                 if report.status.value != "ok":
                     raise RuntimeError(f"baseline crawl of {name}: {report.label}")
             key = making_key.result().stdout.strip()
@@ -839,7 +844,7 @@ def _wait_settled(engine: Engine, farm: Farm, quiet: float, deadline: float) -> 
         pending = _scalar(
             engine, "SELECT count(*) FROM alert_event WHERE status NOT IN ('delivered', 'dead')"
         )
-        if set(SOURCES) <= done and not pending:
+        if set(farm.adapters) <= done and not pending:
             return time.time()
         time.sleep(0.5)
     return None
@@ -1069,7 +1074,7 @@ def _check(
     no_reason = sum(1 for s, r, _ in runs if s in ("failed", "quarantined") and not r)
     outcome.check(no_reason == 0, f"{no_reason} failed/quarantined crawl runs without a reason")
     outcome.check(
-        statuses.get("running", 0) <= survived * len(SOURCES),  # one per source per kill
+        statuses.get("running", 0) <= survived * len(farm.adapters),  # one per source per kill
         f"{statuses.get('running', 0)} crawl runs left 'running' (more than the kills)",
     )
     reasons = Counter(_reason_kind(r) for s, r, _ in runs if s in ("failed", "quarantined"))
