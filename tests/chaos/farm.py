@@ -90,6 +90,10 @@ class Adapter:
         """The page a request asks for (None: not this source's)."""
         return 0 if method == self.method and path == self.path else None
 
+    def route_body(self, method: str, path: str, query: str, body: bytes) -> int | None:
+        """The page a request asks for, when the request body says which (a POST search)."""
+        return self.route(method, path, query)
+
     def render_page(self, doc: Any, page: int) -> bytes:
         return self.render(doc)
 
@@ -532,6 +536,86 @@ class Azure(Adapter):
         return self.render_page(doc, page)
 
 
+class VastAi(Adapter):
+    """Vast.ai's marketplace search, ``POST /api/v0/bundles/``: two pages of asks, the
+    second asked for with ``"id": {"gt": last id}`` in the search body. The crawler keeps
+    the cheapest ask per (GPU, memory, count, country); a knob is one such sku, every ask
+    of it (every host, every country, both pages) served at one ``dph_total`` (its first
+    ask's, to the cent), so it stays the cheapest ask and its offers agree in every
+    country. ``min_bid`` (the interruptible floor) never moves."""
+
+    name = "vastai"
+    path = "/api/v0/bundles/"
+    method = "POST"
+    pages = 2
+
+    def __init__(self) -> None:
+        from crawlers.providers.vastai import nominal_gb
+
+        files = [FIXTURES_DIR / "vastai" / f"bundles-page-{n}.json" for n in (1, 2)]
+        self.doc = [json.loads(f.read_text()) for f in files]
+        self.entries: dict[str, list[tuple[int, int]]] = {}
+        for p, page in enumerate(self.doc):
+            for i, ask in enumerate(page["offers"]):
+                memory = nominal_gb(ask["gpu_ram"])
+                if not memory or ask["dph_total"] is None:
+                    continue
+                sku = f"{int(ask['num_gpus'])}x {ask['gpu_name']} {memory}GB"
+                self.entries.setdefault(sku, []).append((p, i))
+        self.amounts: dict[str, Decimal] = {}
+        for sku, spots in self.entries.items():
+            p, i = spots[0]
+            first = Decimal(str(self.doc[p]["offers"][i]["dph_total"]))
+            self.amounts[sku] = max(first.quantize(Decimal("0.01")), Decimal("0.01"))
+            self._set(self.doc, sku, self.amounts[sku])
+
+    def _set(self, doc: Any, sku: str, amount: Decimal) -> None:
+        for p, i in self.entries[sku]:
+            doc[p]["offers"][i]["dph_total"] = float(amount)
+
+    def route_body(self, method: str, path: str, query: str, body: bytes) -> int | None:
+        if method != self.method or path != self.path:
+            return None
+        try:
+            search = json.loads(body or b"{}")
+        except ValueError:
+            return 0
+        return 1 if isinstance(search, dict) and "id" in search else 0
+
+    def render_page(self, doc: Any, page: int) -> bytes:
+        return json.dumps(doc[page], ensure_ascii=False).encode()
+
+    def render(self, doc: Any) -> bytes:
+        return self.render_page(doc, 0)
+
+    def knob_pages(self, key: str) -> set[int]:
+        return {p for p, _ in self.entries[key]}
+
+    def knobs(self) -> dict[str, Knob]:
+        def setter(sku: str) -> Callable[[Any, Decimal], None]:
+            return lambda doc, amount: self._set(doc, sku, amount)
+
+        return {
+            sku: Knob(self.name, sku, sku, amount, setter(sku))
+            for sku, amount in self.amounts.items()
+        }
+
+    def mangle_page(self, kind: str, doc: Any, page: int, rng: random.Random) -> bytes:
+        asks = doc[page]["offers"]
+        if kind == "renamed_field":
+            doc[page]["asks"] = doc[page].pop("offers")
+        elif kind == "drop_90":
+            doc[page]["offers"] = _keep_tenth(asks, rng)
+        elif kind == "duplicates":
+            doc[page]["offers"] = asks + copy.deepcopy(asks)
+        elif kind == "hostile":
+            for ask in asks:  # fields the parser does not read
+                ask["hostname"] = f"{ask.get('hostname')} {HOSTILE}"
+                ask["cpu_name"] = f"{ask.get('cpu_name')} {HOSTILE}"
+            asks[0]["chaos_note"] = BIG_FIELD
+        return self.render_page(doc, page)
+
+
 _DAY = re.compile(r'<Cube time="(\d{4}-\d{2}-\d{2})">(.*?)</Cube>', re.S)
 _RATE = re.compile(r'<Cube currency="([A-Z]{3})" rate="([0-9.]+)"/>')
 
@@ -890,6 +974,7 @@ ADAPTERS: dict[str, type[Adapter]] = {
         Ovh,
         Gcp,
         Azure,
+        VastAi,
         RunPod,
         Ecb,
         GenesisCloudWeb,
@@ -1002,9 +1087,11 @@ class Farm:
     def _render(adapter: Adapter) -> list[bytes]:
         return [adapter.render_page(adapter.doc, page) for page in range(adapter.pages)]
 
-    def route(self, method: str, path: str, query: str) -> tuple[str, int] | None:
+    def route(
+        self, method: str, path: str, query: str, body: bytes = b""
+    ) -> tuple[str, int] | None:
         for name, adapter in self.adapters.items():
-            page = adapter.route(method, path, query)
+            page = adapter.route_body(method, path, query, body)
             if page is not None:
                 return name, page
         return None
@@ -1229,16 +1316,15 @@ class Farm:
 
             def do_POST(self) -> None:
                 length = min(int(self.headers.get("Content-Length") or 0), 1_000_000)
-                self.rfile.read(length)  # the query: one document per source
-                self._serve("POST")
+                self._serve("POST", self.rfile.read(length))  # the query (a search's page)
 
-            def _serve(self, method: str) -> None:
+            def _serve(self, method: str, body: bytes = b"") -> None:
                 try:
                     path, _, query = self.path.partition("?")
                     if path == "/robots.txt":  # one site for every HTML source
                         self._send(Answer(200, ROBOTS, content_type="text/plain"))
                         return
-                    found = farm.route(method, path, query)
+                    found = farm.route(method, path, query, body)
                     if found is None:
                         self._send(Answer(404, b"not found", content_type="text/plain"))
                         return

@@ -52,6 +52,7 @@ SOURCES = [
     "ovhcloud",
     "gcp",
     "azure",
+    "vastai",
     "runpod",
     "ecb",
     "genesiscloud-web",
