@@ -17,49 +17,11 @@ import orjson
 
 from schema.api import (
     ExportControlSummary,
-    Money,
     ObservationPublic,
     OfferPublic,
 )
 from service.queries import OfferContext
 from service.units import q
-
-
-def _offer_fields(row: dict[str, Any]) -> dict[str, Any]:
-    hourly = row.get("hourly_amount")
-    return {
-        "id": row["id"],
-        "provider": row["provider"],
-        "source": row["source"],
-        "sku": row["sku"],
-        "region": row["region"],
-        "country": row["country"],
-        "gpu": row["gpu_slug"],
-        "gpu_name_raw": row["gpu_name_raw"],
-        "gpu_count": row["gpu_count"],
-        "vcpus": row["vcpus"],
-        "memory_gb": row["memory_gb"],
-        "bare_metal": row["bare_metal"],
-        "price_kind": row["price_kind"],
-        "unit": row["unit"],
-        "price_per": row["price_per"],
-        "price": Money(amount=row["amount"], currency=row["currency"]),
-        "price_is_floor": bool(row["price_floor"]),
-        "hourly_price": Money(amount=hourly, currency=row["currency"])
-        if hourly is not None
-        else None,
-        "price_per_gpu_hour_usd": row["gpu_hour_usd"],
-        "price_usd": row["amount_usd"],
-        "fx_rate_usd": row["fx_rate"],
-        "fx_date": row["fx_date"],
-        "status": row["status"],
-        "first_seen": row["first_seen_at"],
-        "last_changed": row["last_changed_at"],
-        "source_url": row["source_url"],
-        "crawl_run_id": row["crawl_run_id"],
-        "raw_payload_sha256": row["raw_sha256"],
-        "catalog_version": row["version_from"],
-    }
 
 
 def _money(amount: Decimal | None, currency: str) -> dict[str, Any] | None:
@@ -149,7 +111,7 @@ def dumps(value: Any) -> bytes:
 
 
 def offer_public(row: dict[str, Any]) -> OfferPublic:
-    return OfferPublic(**_offer_fields(row))
+    return OfferPublic(**_offer_json(row))  # the money dicts validate into Money
 
 
 def per_pflop_hour(row: dict[str, Any], tflops: Decimal | None) -> Decimal | None:
