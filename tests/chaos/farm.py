@@ -346,7 +346,59 @@ class RunPod(Adapter):
         doc["data"]["gpuTypes"][0]["chaos_note"] = BIG_FIELD
 
 
-class Gcp(Adapter):
+class PagedJson(Adapter):
+    """A paged JSON API: ``doc`` is the list of pages, each holding its entries under
+    ``items``. A knob is one key whose entries (``entries``: (page, index) pairs, on any
+    page) are all served at one price (``amounts``), set by ``_set``."""
+
+    items: str
+    """the key of a page's entry list"""
+    renamed: str
+    """what ``renamed_field`` renames ``items`` to"""
+    separators: tuple[str, str] | None = None
+    entries: dict[str, list[tuple[int, int]]]
+    amounts: dict[str, Decimal]
+
+    def _set(self, doc: Any, key: str, amount: Decimal) -> None:
+        raise NotImplementedError
+
+    def hostile_items(self, items: list[Any]) -> None:
+        """Hostile strings in fields the parser does not read."""
+        raise NotImplementedError
+
+    def render_page(self, doc: Any, page: int) -> bytes:
+        return json.dumps(doc[page], ensure_ascii=False, separators=self.separators).encode()
+
+    def render(self, doc: Any) -> bytes:
+        return self.render_page(doc, 0)
+
+    def knob_pages(self, key: str) -> set[int]:
+        return {p for p, _ in self.entries[key]}
+
+    def knobs(self) -> dict[str, Knob]:
+        def setter(key: str) -> Callable[[Any, Decimal], None]:
+            return lambda doc, amount: self._set(doc, key, amount)
+
+        return {
+            key: Knob(self.name, key, key, amount, setter(key))
+            for key, amount in self.amounts.items()
+        }
+
+    def mangle_page(self, kind: str, doc: Any, page: int, rng: random.Random) -> bytes:
+        items = doc[page][self.items]
+        if kind == "renamed_field":
+            doc[page][self.renamed] = doc[page].pop(self.items)
+        elif kind == "drop_90":
+            doc[page][self.items] = _keep_tenth(items, rng)
+        elif kind == "duplicates":
+            doc[page][self.items] = items + copy.deepcopy(items)
+        elif kind == "hostile":
+            self.hostile_items(items)
+            items[0]["chaos_note"] = BIG_FIELD
+        return self.render_page(doc, page)
+
+
+class Gcp(PagedJson):
     """Cloud Billing Catalog: three pages chained by ``nextPageToken``; ``doc`` is the list
     of pages. Knobs are the on-demand per-GPU prices of accelerators no machine type is
     priced from (T4, V100, P100, P4...): each accelerator's SKUs (regional and
@@ -355,6 +407,7 @@ class Gcp(Adapter):
     leave no partial catalog), but ``drop_90`` every page."""
 
     name = "gcp"
+    items, renamed = "skus", "skuList"
     pages = 3
 
     def __init__(self) -> None:
@@ -408,41 +461,13 @@ class Gcp(Adapter):
         token = parse_qs(query).get("pageToken", [""])[0]
         return self.tokens.get(token)
 
-    def render_page(self, doc: Any, page: int) -> bytes:
-        return json.dumps(doc[page], ensure_ascii=False).encode()
-
-    def render(self, doc: Any) -> bytes:
-        return self.render_page(doc, 0)
-
-    def knob_pages(self, key: str) -> set[int]:
-        return {p for p, _ in self.entries[key]}
-
-    def knobs(self) -> dict[str, Knob]:
-        def setter(accelerator: str) -> Callable[[Any, Decimal], None]:
-            return lambda doc, amount: self._set(doc, accelerator, amount)
-
-        return {
-            acc: Knob(self.name, acc, acc, amount, setter(acc))
-            for acc, amount in self.amounts.items()
-        }
-
-    def mangle_page(self, kind: str, doc: Any, page: int, rng: random.Random) -> bytes:
-        skus = doc[page]["skus"]
-        if kind == "renamed_field":
-            doc[page]["skuList"] = doc[page].pop("skus")
-        elif kind == "drop_90":
-            doc[page]["skus"] = _keep_tenth(skus, rng)
-        elif kind == "duplicates":
-            doc[page]["skus"] = skus + copy.deepcopy(skus)
-        elif kind == "hostile":
-            for sku in skus:  # fields the parser does not read
-                sku["serviceProviderName"] = f"{sku['serviceProviderName']} {HOSTILE}"
-                sku["category"]["serviceDisplayName"] += f" {HOSTILE}"
-            skus[0]["chaos_note"] = BIG_FIELD
-        return self.render_page(doc, page)
+    def hostile_items(self, items: list[Any]) -> None:
+        for sku in items:
+            sku["serviceProviderName"] = f"{sku['serviceProviderName']} {HOSTILE}"
+            sku["category"]["serviceDisplayName"] += f" {HOSTILE}"
 
 
-class Azure(Adapter):
+class Azure(PagedJson):
     """Azure Retail Prices API: four queries (one per VM family, ``$filter`` on
     ``Standard_NC``, ``ND``, ``NG``, ``NV``), seven pages chained by ``NextPageLink``
     (``$skip``); ``doc`` is the list of pages in the order the crawler asks for them
@@ -452,6 +477,8 @@ class Azure(Adapter):
     move. Faults hit one page of a crawl (``drop_90`` every page)."""
 
     name = "azure"
+    items, renamed = "Items", "items"
+    separators = (",", ":")
     pages = 7
     files: tuple[str, ...] = (
         *("nc-page-1", "nd-page-1", "ng-page-1", "nv-page-1"),  # the four first pages
@@ -502,41 +529,13 @@ class Azure(Adapter):
             return None
         return self.order.get((family.group(1), int(args.get("$skip", ["0"])[0] or 0)))
 
-    def render_page(self, doc: Any, page: int) -> bytes:
-        return json.dumps(doc[page], ensure_ascii=False, separators=(",", ":")).encode()
-
-    def render(self, doc: Any) -> bytes:
-        return self.render_page(doc, 0)
-
-    def knob_pages(self, key: str) -> set[int]:
-        return {p for p, _ in self.entries[key]}
-
-    def knobs(self) -> dict[str, Knob]:
-        def setter(sku: str) -> Callable[[Any, Decimal], None]:
-            return lambda doc, amount: self._set(doc, sku, amount)
-
-        return {
-            sku: Knob(self.name, sku, sku, amount, setter(sku))
-            for sku, amount in self.amounts.items()
-        }
-
-    def mangle_page(self, kind: str, doc: Any, page: int, rng: random.Random) -> bytes:
-        items = doc[page]["Items"]
-        if kind == "renamed_field":
-            doc[page]["items"] = doc[page].pop("Items")
-        elif kind == "drop_90":
-            doc[page]["Items"] = _keep_tenth(items, rng)
-        elif kind == "duplicates":
-            doc[page]["Items"] = items + copy.deepcopy(items)
-        elif kind == "hostile":
-            for item in items:  # fields the parser does not read
-                item["meterName"] = f"{item['meterName']} {HOSTILE}"
-                item["location"] = f"{item['location']} {HOSTILE}"
-            items[0]["chaos_note"] = BIG_FIELD
-        return self.render_page(doc, page)
+    def hostile_items(self, items: list[Any]) -> None:
+        for item in items:
+            item["meterName"] = f"{item['meterName']} {HOSTILE}"
+            item["location"] = f"{item['location']} {HOSTILE}"
 
 
-class VastAi(Adapter):
+class VastAi(PagedJson):
     """Vast.ai's marketplace search, ``POST /api/v0/bundles/``: two pages of asks, the
     second asked for with ``"id": {"gt": last id}`` in the search body. The crawler keeps
     the cheapest ask per (GPU, memory, count, country); a knob is one such sku, every ask
@@ -545,6 +544,7 @@ class VastAi(Adapter):
     country. ``min_bid`` (the interruptible floor) never moves."""
 
     name = "vastai"
+    items, renamed = "offers", "asks"
     path = "/api/v0/bundles/"
     method = "POST"
     pages = 2
@@ -582,38 +582,10 @@ class VastAi(Adapter):
             return 0
         return 1 if isinstance(search, dict) and "id" in search else 0
 
-    def render_page(self, doc: Any, page: int) -> bytes:
-        return json.dumps(doc[page], ensure_ascii=False).encode()
-
-    def render(self, doc: Any) -> bytes:
-        return self.render_page(doc, 0)
-
-    def knob_pages(self, key: str) -> set[int]:
-        return {p for p, _ in self.entries[key]}
-
-    def knobs(self) -> dict[str, Knob]:
-        def setter(sku: str) -> Callable[[Any, Decimal], None]:
-            return lambda doc, amount: self._set(doc, sku, amount)
-
-        return {
-            sku: Knob(self.name, sku, sku, amount, setter(sku))
-            for sku, amount in self.amounts.items()
-        }
-
-    def mangle_page(self, kind: str, doc: Any, page: int, rng: random.Random) -> bytes:
-        asks = doc[page]["offers"]
-        if kind == "renamed_field":
-            doc[page]["asks"] = doc[page].pop("offers")
-        elif kind == "drop_90":
-            doc[page]["offers"] = _keep_tenth(asks, rng)
-        elif kind == "duplicates":
-            doc[page]["offers"] = asks + copy.deepcopy(asks)
-        elif kind == "hostile":
-            for ask in asks:  # fields the parser does not read
-                ask["hostname"] = f"{ask.get('hostname')} {HOSTILE}"
-                ask["cpu_name"] = f"{ask.get('cpu_name')} {HOSTILE}"
-            asks[0]["chaos_note"] = BIG_FIELD
-        return self.render_page(doc, page)
+    def hostile_items(self, items: list[Any]) -> None:
+        for ask in items:
+            ask["hostname"] = f"{ask.get('hostname')} {HOSTILE}"
+            ask["cpu_name"] = f"{ask.get('cpu_name')} {HOSTILE}"
 
 
 _DAY = re.compile(r'<Cube time="(\d{4}-\d{2}-\d{2})">(.*?)</Cube>', re.S)
