@@ -231,7 +231,7 @@ def main() -> None:
     pg = os.environ.get("GPUATLAS_TEST_POSTGRES_URL")
     if pg:
         from service.db import normalize_url
-        from tests.conftest import create_pg_database, drop_pg_database
+        from tests.pg import create_pg_database, drop_pg_database
 
         admin = normalize_url(pg)
         url = create_pg_database(admin)

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, create_engine, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import Engine, text
 
 from service.config import Settings
 from service.db import make_engine, normalize_url
 from service.migrate import upgrade
+from tests.pg import create_pg_database, drop_pg_database
 from tests.replay import ReplayServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,27 +30,6 @@ def postgres_admin_url() -> str | None:
     if IN_CI:
         pytest.fail("CI=true but GPUATLAS_TEST_POSTGRES_URL is not set: PostgreSQL is required")
     return None
-
-
-def create_pg_database(admin_url: str) -> str:
-    name = f"gpuatlas_t_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-    finally:
-        admin.dispose()
-    return make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-
-
-def drop_pg_database(admin_url: str, url: str) -> None:
-    name = make_url(url).database
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    finally:
-        admin.dispose()
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,8 @@ from sqlalchemy import inspect
 import schema
 from service.db import make_engine
 from service.migrate import downgrade, upgrade
-from tests.conftest import create_pg_database, drop_pg_database, postgres_admin_url
+from tests.conftest import postgres_admin_url
+from tests.pg import create_pg_database, drop_pg_database
 
 
 def _roundtrip(url: str) -> None:

@@ -25,7 +25,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -35,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 
 from service.config import PROJECT_ROOT, REFERENCE_DIR, Settings
@@ -45,6 +44,7 @@ from service.ingest import INGEST_LOCK_KEY
 from service.migrate import upgrade
 from service.reference import load_reference
 from tests.chaos.farm import FAULT_KINDS, LAYOUT_FAULTS, Farm
+from tests.pg import create_pg_database, drop_pg_database
 
 SOURCES = [
     "oracle",
@@ -518,14 +518,7 @@ def make_database(kind: str, workdir: Path) -> tuple[str, str | None]:
     if kind == "sqlite":
         return f"sqlite:///{workdir / 'chaos.db'}", None
     admin = os.environ.get("GPUATLAS_TEST_POSTGRES_URL") or PG_ADMIN
-    name = f"gpuatlas_chaos_{uuid.uuid4().hex[:10]}"
-    engine = create_engine(admin, isolation_level="AUTOCOMMIT")
-    try:
-        with engine.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-    finally:
-        engine.dispose()
-    return make_url(admin).set(database=name).render_as_string(hide_password=False), admin
+    return create_pg_database(admin, "gpuatlas_chaos"), admin
 
 
 def cut_connections(engine: Engine) -> tuple[float, int]:
@@ -540,15 +533,6 @@ def cut_connections(engine: Engine) -> tuple[float, int]:
         ).scalar()
         conn.commit()
     return at, int(cut or 0)
-
-
-def drop_database(admin: str, url: str) -> None:
-    engine = create_engine(admin, isolation_level="AUTOCOMMIT")
-    try:
-        with engine.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)'))
-    finally:
-        engine.dispose()
 
 
 def run(
@@ -781,7 +765,7 @@ def run(
         if engine is not None:
             engine.dispose()
         if admin is not None:
-            drop_database(admin, database_url)
+            drop_pg_database(admin, database_url)
 
 
 def _all_sources() -> list[str]:

@@ -1,0 +1,31 @@
+"""Throwaway PostgreSQL databases for tests, the chaos run and benchmarks."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+
+def create_pg_database(admin_url: str, prefix: str = "gpuatlas_t") -> str:
+    """Create an empty database next to ``admin_url``'s; returns its URL."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    finally:
+        admin.dispose()
+    return make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+
+
+def drop_pg_database(admin_url: str, url: str) -> None:
+    """Drop ``url``'s database, disconnecting whoever still uses it."""
+    name = make_url(url).database
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
