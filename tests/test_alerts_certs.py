@@ -82,6 +82,10 @@ def catalog(engine: Engine, settings: Settings) -> None:
 
 def test_schemes_match_the_reference_loader() -> None:
     assert set(CERT_SCHEMES) == set(SCHEMES)
+    # and every scheme the bundled reference data uses can be subscribed to
+    rows = yaml.safe_load((REFERENCE_DIR / "certifications.yaml").read_text())["certifications"]
+    used = {row["scheme"] for row in rows}
+    assert used and used <= set(CERT_SCHEMES), used - set(CERT_SCHEMES)
 
 
 def test_reference_load_raises_cert_events(
