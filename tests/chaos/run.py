@@ -43,25 +43,11 @@ from service.db import make_engine
 from service.ingest import INGEST_LOCK_KEY
 from service.migrate import upgrade
 from service.reference import load_reference
+from tests.chaos.adapters import ADAPTERS, HTML_SOURCES
 from tests.chaos.farm import FAULT_KINDS, LAYOUT_FAULTS, Farm
 from tests.pg import create_pg_database, drop_pg_database
 
-SOURCES = [
-    "oracle",
-    "lambda",
-    "ovhcloud",
-    "gcp",
-    "azure",
-    "vastai",
-    "runpod",
-    "ecb",
-    "genesiscloud-web",
-    "datacrunch-web",
-    "skypilot:lambda",
-    "skypilot:runpod",
-]
-HTML_SOURCES = {"genesiscloud-web", "datacrunch-web"}
-"""Scrapy spiders: each crawl runs the real Scrapy child process (a slower start)."""
+SOURCES = list(ADAPTERS)
 IN_SOURCES = ", ".join(f"'{name}'" for name in SOURCES)
 HTTP_TIMEOUT = 2.0
 HTTP_RETRIES = 1
@@ -1257,6 +1243,16 @@ def print_report(outcome: Outcome) -> None:
         print("all invariants held")
 
 
+def _pick_sources(names: str | None) -> list[str] | None:
+    if not names:
+        return None
+    picked = [n.strip() for n in names.split(",") if n.strip()]
+    unknown = sorted(set(picked) - set(ADAPTERS))
+    if unknown:
+        raise SystemExit(f"the farm does not serve: {', '.join(unknown)}")
+    return picked
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=300)
@@ -1270,6 +1266,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replicas", type=int, help="API processes (default: 2 on postgres)")
     parser.add_argument("--max-requests", type=int, default=50000)
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--sources",
+        help="the farm's sources to run, comma-separated (default: every one the farm serves)",
+    )
     parser.add_argument(
         "--faults", default=",".join(FAULT_KINDS), help="fault kinds, comma-separated"
     )
@@ -1291,6 +1291,7 @@ def main(argv: list[str] | None = None) -> int:
         max_requests=args.max_requests,
         replicas=min(args.replicas, 4) if args.replicas else None,
         kinds=tuple(k for k in args.faults.split(",") if k in FAULT_KINDS) or FAULT_KINDS,
+        sources=_pick_sources(args.sources),
         extra_env={f"GPUATLAS_{k.upper()}": v for k, _, v in (s.partition("=") for s in args.set)},
     )
     print_report(outcome)
