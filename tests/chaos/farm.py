@@ -11,6 +11,7 @@ served and when, so the runner can demand exactly those values in the catalog hi
 
 from __future__ import annotations
 
+import codecs
 import copy
 import csv
 import io
@@ -120,6 +121,15 @@ class Adapter:
     def kinds(self, kinds: tuple[str, ...]) -> list[str]:
         """The fault kinds this source can be served (in ``kinds``' order)."""
         return [k for k in kinds if k not in HTML_ONLY]
+
+    def content_type_of(self, page: int) -> str:
+        """The Content-Type of a page's answers (a version file, then a zip...)."""
+        return self.content_type
+
+    def invalid_page(self, doc: Any, clean: bytes, page: int, rng: random.Random) -> bytes:
+        """The body of ``invalid_json`` (a payload the parser cannot read) on ``page``;
+        ``doc`` is the crawl's clean document (not to be modified)."""
+        return clean[: len(clean) // 3] + b"}{,"
 
     def render(self, doc: Any) -> bytes:
         return json.dumps(doc, ensure_ascii=False).encode()
@@ -467,14 +477,74 @@ class Gcp(PagedJson):
             sku["category"]["serviceDisplayName"] += f" {HOSTILE}"
 
 
-class Azure(PagedJson):
+WITHDRAWN = "chaos_withdrawn"
+"""The mark of an entry a paged source withdrew (left out of every answer)."""
+
+
+class _PagedWithdrawal(PagedJson):
+    """A paged JSON source that can withdraw a product: its entries are marked
+    (``WITHDRAWN``) rather than removed, so every entry keeps its (page, index) position
+    (the knobs' and older crawls' snapshots), and are left out of every answer. The product
+    withdrawn is a knob's among those with the fewest entries, on pages ``allowed``."""
+
+    def product(self, item: dict[str, Any]) -> str | None:
+        """The sku of the offers an entry makes (None: it makes none)."""
+        raise NotImplementedError
+
+    def allowed(self, pages: set[int]) -> bool:
+        """Whether a product on these pages may be withdrawn."""
+        return True
+
+    def visible(self, doc: Any, page: int) -> dict[str, Any]:
+        if self.items not in doc[page]:  # renamed (a fault)
+            return dict(doc[page])
+        items = [item for item in doc[page][self.items] if not item.get(WITHDRAWN)]
+        return {**doc[page], self.items: items}
+
+    def render_page(self, doc: Any, page: int) -> bytes:
+        return json.dumps(
+            self.visible(doc, page), ensure_ascii=False, separators=self.separators
+        ).encode()
+
+    def mangle_page(self, kind: str, doc: Any, page: int, rng: random.Random) -> bytes:
+        doc[page] = self.visible(doc, page)
+        return super().mangle_page(kind, doc, page, rng)
+
+    def withdraw(self, doc: Any, rng: random.Random) -> list[str]:
+        where: dict[str, set[int]] = {}
+        entries: Counter[str] = Counter()
+        for p, page in enumerate(doc):
+            for item in page[self.items]:
+                sku = None if item.get(WITHDRAWN) else self.product(item)
+                if sku is not None:
+                    where.setdefault(sku, set()).add(p)
+                    entries[sku] += 1
+        total = sum(entries.values())
+        candidates = [
+            sku
+            for sku in sorted(where)
+            if sku in self.amounts and self.allowed(where[sku]) and entries[sku] * 10 <= total
+        ]
+        if not candidates:
+            return []
+        fewest = min(entries[sku] for sku in candidates)
+        sku = rng.choice([s for s in candidates if entries[s] == fewest])
+        for page in doc:
+            for item in page[self.items]:
+                if self.product(item) == sku:
+                    item[WITHDRAWN] = True
+        return [sku]
+
+
+class Azure(_PagedWithdrawal):
     """Azure Retail Prices API: four queries (one per VM family, ``$filter`` on
     ``Standard_NC``, ``ND``, ``NG``, ``NV``), seven pages chained by ``NextPageLink``
     (``$skip``); ``doc`` is the list of pages in the order the crawler asks for them
     (breadth-first: the four first pages, then NC 2, NV 2, NV 3). Knobs are the Linux
     pay-as-you-go price of each known size, served at one price in every region (its first
     row's), so its offers agree everywhere; spot, low-priority and reservation rows never
-    move. Faults hit one page of a crawl (``drop_90`` every page)."""
+    move. Faults hit one page of a crawl (``drop_90`` every page). A withdrawal takes one
+    size out of every page (every price kind, every region)."""
 
     name = "azure"
     items, renamed = "Items", "items"
@@ -529,19 +599,27 @@ class Azure(PagedJson):
             return None
         return self.order.get((family.group(1), int(args.get("$skip", ["0"])[0] or 0)))
 
+    def product(self, item: dict[str, Any]) -> str | None:
+        from crawlers.providers.azure import _BY_KEY
+
+        known = _BY_KEY.get(str(item["armSkuName"]).lower())
+        return known[0] if known else None
+
     def hostile_items(self, items: list[Any]) -> None:
         for item in items:
             item["meterName"] = f"{item['meterName']} {HOSTILE}"
             item["location"] = f"{item['location']} {HOSTILE}"
 
 
-class VastAi(PagedJson):
+class VastAi(_PagedWithdrawal):
     """Vast.ai's marketplace search, ``POST /api/v0/bundles/``: two pages of asks, the
     second asked for with ``"id": {"gt": last id}`` in the search body. The crawler keeps
     the cheapest ask per (GPU, memory, count, country); a knob is one such sku, every ask
     of it (every host, every country, both pages) served at one ``dph_total`` (its first
     ask's, to the cent), so it stays the cheapest ask and its offers agree in every
-    country. ``min_bid`` (the interruptible floor) never moves."""
+    country. ``min_bid`` (the interruptible floor) never moves. A withdrawal takes every
+    ask of one sku off the market, one whose asks are all on the second page (a first page
+    shorter than the page size would end the crawler's paging there)."""
 
     name = "vastai"
     items, renamed = "offers", "asks"
@@ -581,6 +659,15 @@ class VastAi(PagedJson):
         except ValueError:
             return 0
         return 1 if isinstance(search, dict) and "id" in search else 0
+
+    def product(self, item: dict[str, Any]) -> str | None:
+        from crawlers.providers.vastai import nominal_gb
+
+        memory = nominal_gb(item["gpu_ram"])
+        return f"{int(item['num_gpus'])}x {item['gpu_name']} {memory}GB" if memory else None
+
+    def allowed(self, pages: set[int]) -> bool:
+        return pages == {1}
 
     def hostile_items(self, items: list[Any]) -> None:
         for ask in items:
@@ -668,37 +755,99 @@ class Ecb(Adapter):
 
 
 class SkyPilotCsv(Adapter):
-    """A SkyPilot catalog file (``vms.csv``): ``doc`` is the header and rows. Knobs are the
-    on-demand ``Price`` of each GPU instance type, served at one price in every region and
-    zone (its first row's); ``SpotPrice`` never moves. CSV faults: ``invalid_json`` is an
-    unbalanced quote (``invalid payload``), ``renamed_field`` renames the ``Price`` header,
-    ``hostile`` goes in an extra column the parser does not read."""
+    """A SkyPilot catalog file (``vms.csv``): ``doc`` is the header and rows. Which offers a
+    row makes (its sku, price kinds) is asked of the source's own row parser. Knobs are the
+    on-demand price of each GPU instance type, served at one price in every region and zone
+    (its first row's); spot prices never move. CSV faults: ``invalid_json`` is an
+    unbalanced quote (``invalid payload``), ``renamed_field`` renames the price header,
+    ``hostile`` goes in an extra column the parser does not read. A withdrawal removes
+    every row of one instance type among those with the fewest offers, never half of
+    them (the count guard); ``drop_90`` is only served while the source has enough offers
+    for the count guard to judge it, withdrawal included."""
 
     content_type = "text/csv; charset=utf-8"
     peer: str
     version = "v8"
+    price_column = "Price"
+    sku_column = "InstanceType"
+    min_offers_for_drop = 5
+    """The count guard's ``min_offers_for_ratio_check``: below it a drop is not refused."""
 
     def __init__(self) -> None:
-        self.path = f"/catalogs/{self.version}/{self.peer}/vms.csv"
+        from crawlers.base import Response
+        from crawlers.registry import get_source
+
+        self.path = self.catalog_path()
+        self.parser = get_source(self.name)()
+        self.response = Response("http://farm/", 200, b"")
         raw = self.fixture.read_bytes()
         self.newline = "\r\n" if b"\r\n" in raw else "\n"
+        self.bom = raw.startswith(codecs.BOM_UTF8)
         rows = list(csv.reader(io.StringIO(raw.decode("utf-8-sig"), newline="")))
         self.doc = {"header": rows[0], "rows": [r for r in rows[1:] if r]}
-        self.price = rows[0].index("Price")
-        sku, accelerator = rows[0].index("InstanceType"), rows[0].index("AcceleratorName")
+        self.header = [name.strip() for name in rows[0]]
+        self.price = self.header.index(self.price_column)
+        self.sku = self.header.index(self.sku_column)
         self.amounts: dict[str, Decimal] = {}
         for row in self.doc["rows"]:
-            if row[sku] and row[accelerator] and row[self.price]:
-                self.amounts.setdefault(
-                    row[sku], Decimal(row[self.price]).quantize(Decimal("0.01"))
-                )
-        self.sku = sku
+            key = self.key_of(row)
+            if key is not None:
+                amount = Decimal(row[self.price]).quantize(Decimal("0.01"))
+                self.amounts.setdefault(key, max(amount, Decimal("0.01")))
         for key, amount in self.amounts.items():
             self._set(self.doc, key, amount)
 
+    def catalog_path(self) -> str:
+        return f"/catalogs/{self.version}/{self.peer}/vms.csv"
+
+    def row_offers(self, row: list[str]) -> list[dict[str, Any]]:
+        """The records the source's parser makes of one row (none: CPU-only, unpriced)."""
+        if len(row) != len(self.header):
+            return []
+        fields = {name: value.strip() for name, value in zip(self.header, row, strict=True)}
+        return list(self.parser.offers(fields, 0, self.response))
+
+    def key_of(self, row: list[str]) -> str | None:
+        """The knob of a row: the sku of its on-demand offer (None: it has none)."""
+        found = [r["sku"] for r in self.row_offers(row) if r["price_kind"] == "on_demand"]
+        return found[0] if found else None
+
+    def offer_counts(self, doc: Any) -> Counter[str]:
+        """Offers per sku (one per sku, region and price kind, as the parser collapses)."""
+        offers = {
+            (r["sku"], r["region"], r["price_kind"])
+            for row in doc["rows"]
+            for r in self.row_offers(row)
+        }
+        return Counter(sku for sku, _, _ in offers)
+
+    def _withdrawable(self, doc: Any) -> list[str]:
+        counts = self.offer_counts(doc)
+        total = sum(counts.values())
+        fewest = min(counts.values(), default=0)
+        return sorted(
+            sku for sku, n in counts.items() if n == fewest and 2 * (total - n) >= total > n
+        )
+
+    def kinds(self, kinds: tuple[str, ...]) -> list[str]:
+        counts = self.offer_counts(self.doc)
+        after = sum(counts.values()) - min(counts.values(), default=0)  # once withdrawn
+        small = after < self.min_offers_for_drop
+        return [k for k in super().kinds(kinds) if not (small and k == "drop_90")]
+
+    def withdraw(self, doc: Any, rng: random.Random) -> list[str]:
+        candidates = self._withdrawable(doc)
+        if not candidates:
+            return []
+        sku = rng.choice(candidates)
+        doc["rows"] = [
+            row for row in doc["rows"] if all(r["sku"] != sku for r in self.row_offers(row))
+        ]
+        return [sku]
+
     def _set(self, doc: Any, key: str, amount: Decimal) -> None:
         for row in doc["rows"]:
-            if row[self.sku] == key and row[self.price]:
+            if self.key_of(row) == key:
                 row[self.price] = f"{amount}"
 
     def knobs(self) -> dict[str, Knob]:
@@ -715,17 +864,19 @@ class SkyPilotCsv(Adapter):
         writer = csv.writer(out, lineterminator=self.newline)
         writer.writerow(doc["header"])
         writer.writerows(doc["rows"])
-        return out.getvalue().encode()
+        return (codecs.BOM_UTF8 if self.bom else b"") + out.getvalue().encode()
 
-    def mangle(self, kind: str, doc: Any, rng: random.Random) -> bytes:
-        if kind == "invalid_json":  # a quoted field never closed: swallows the rest
-            text = self.render(doc).decode()
-            cut = text.index(self.newline) + len(self.newline)
-            return (text[:cut] + '"' + text[cut:]).encode()
-        return super().mangle(kind, doc, rng)
+    def unbalanced(self, doc: Any) -> bytes:
+        """The CSV with a quoted field never closed (it swallows the rows after it)."""
+        text = self.render(doc).decode()
+        cut = text.index(self.newline) + len(self.newline)
+        return (text[:cut] + '"' + text[cut:]).encode()
+
+    def invalid_page(self, doc: Any, clean: bytes, page: int, rng: random.Random) -> bytes:
+        return self.unbalanced(doc)
 
     def rename(self, doc: Any) -> None:
-        doc["header"][self.price] = "PriceUSD"
+        doc["header"][self.price] = f"{self.price_column}USD"
 
     def drop(self, doc: Any, rng: random.Random) -> None:
         doc["rows"] = _keep_tenth(doc["rows"], rng)
@@ -1140,9 +1291,9 @@ class Farm:
             if self._stop.wait(min(gap, max(0.0, until - time.time()))) or time.time() >= until:
                 return
             while specials and specials[0][0] <= time.time():
-                self._change(specials.pop(0)[1])
+                self._change(specials.pop(0)[1], withdraw=True)
             if self.rng.random() < self.change_share:
-                self._change(self.rng.choice(sorted(self.adapters)))
+                self._change(self.rng.choice(sorted(self.adapters)), withdraw=True)
                 continue
             with self._lock:  # round-robin over the kinds, each on a free source that has it
                 for step in range(len(self.order)):
@@ -1165,7 +1316,9 @@ class Farm:
                     page, count = None, count * pages
                 self.armed[source] = Armed(kind, count, time.time(), page)
 
-    def _change(self, source: str) -> None:
+    def _change(self, source: str, *, withdraw: bool = False) -> None:
+        """A legitimate change: a new price, or (``withdraw``: the schedule's first change
+        of a source that can) a product withdrawn, or a new FX day."""
         with self._lock:
             knobs = self.knobs[source]
             adapter = self.adapters[source]
@@ -1175,7 +1328,7 @@ class Farm:
                     self.log.published.append(event)
                     self._bodies[source] = self._render(adapter)
                 return
-            if not any(w["source"] == source for w in self.log.withdrawals):
+            if withdraw and not any(w["source"] == source for w in self.log.withdrawals):
                 doc = copy.deepcopy(adapter.doc)
                 skus = adapter.withdraw(doc, self.rng)
                 if skus:  # the first change of a source that can withdraw: a withdrawal
@@ -1217,13 +1370,15 @@ class Farm:
                 armed = None
             if armed is None:
                 if page < adapter.pages - 1 or crawl.tainted:
-                    return Answer(200, crawl.bodies[page], content_type=adapter.content_type)
+                    return Answer(
+                        200, crawl.bodies[page], content_type=adapter.content_type_of(page)
+                    )
                 for key, amount in crawl.amounts.items():  # a whole crawl, fault-free
                     if key in self.knobs[source]:
                         span = self.log.served.setdefault((source, key, amount), [now, now])
                         span[1] = now
                 return Answer(
-                    200, crawl.bodies[page], content_type=adapter.content_type, clean=True
+                    200, crawl.bodies[page], content_type=adapter.content_type_of(page), clean=True
                 )
             armed.remaining -= 1
             if armed.remaining <= 0:
@@ -1232,7 +1387,7 @@ class Farm:
                 crawl.tainted = True
             self.log.faults.append({"t": now, "source": source, "kind": armed.kind, "page": page})
             answer = self._fault(source, armed.kind, crawl, page)
-            answer.content_type = adapter.content_type
+            answer.content_type = adapter.content_type_of(page)
             return answer
 
     def _fault(self, source: str, kind: str, crawl: Crawl, page: int) -> Answer:
@@ -1249,7 +1404,7 @@ class Farm:
         if kind == "truncated":
             return Answer(200, clean, truncate=True)
         if kind == "invalid_json":
-            return Answer(200, clean[: len(clean) // 3] + b"}{,")
+            return Answer(200, adapter.invalid_page(crawl.doc, clean, page, self.rng))
         doc = copy.deepcopy(crawl.doc)
         if kind == "spike_x100":
             knobs = self.knobs[source]
