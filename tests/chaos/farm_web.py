@@ -23,10 +23,11 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+from crawlers.base import SourceError
 from service.config import FIXTURES_DIR
 from tests.chaos.farm import (
     API_ONLY,
@@ -125,8 +126,11 @@ class TemplatePage(HtmlAdapter):
 
     def __init__(self) -> None:
         from crawlers.registry import all_sources
+        from crawlers.scrapy.spider import HtmlSpider
 
-        self.spider: Any = all_sources()[self.name]
+        spider = all_sources()[self.name]
+        assert issubclass(spider, HtmlSpider)
+        self.spider: type[HtmlSpider] = spider
         folder = FIXTURES_DIR / (self.spider.fixtures or self.name)
         self.prefix = f"/{self.name}"
         self.paths = [self.prefix + p for p in self.spider.start_paths]
@@ -203,13 +207,17 @@ class TemplatePage(HtmlAdapter):
             doc = {"amounts": {**amounts, key: moved}, "gone": []}
             try:
                 after = self.parse_all(doc)
-            except Exception:  # noqa: BLE001 - a slot that breaks the parse is no knob
+            except SourceError:  # a slot that breaks the parse is no knob
                 continue
             changed = {i for i in base if after.get(i) != base[i]}
             ours = {i for i in base if i[0] == key and i[1] == "on_demand"}
-            if ours and changed == ours and set(after) == set(base):
-                if all(after[i] == moved for i in ours) and all(base[i] == amount for i in ours):
-                    good.append(key)
+            if (
+                ours
+                and changed == ours
+                and set(after) == set(base)
+                and all(after[i] == moved and base[i] == amount for i in ours)
+            ):
+                good.append(key)
         return good
 
     # ------------------------------------------------------------------ parsing
@@ -218,8 +226,6 @@ class TemplatePage(HtmlAdapter):
         """The spider's raw records for one served page (its own ``parse``, no network)."""
         from scrapy import Request
         from scrapy.http import HtmlResponse
-
-        from crawlers.base import SourceError
 
         spider = self.spider(site="https://farm.invalid" + self.prefix)
         url = spider.start_urls_for_site()[page]
@@ -278,6 +284,9 @@ class TemplatePage(HtmlAdapter):
     def text(self, doc: Any) -> str:
         return self._assemble(doc, 0)
 
+    def text_page(self, doc: Any, page: int) -> str:
+        return self._assemble(doc, page)
+
     def route(self, method: str, path: str, query: str) -> int | None:
         if method != "GET" or path not in self.paths:
             return None
@@ -322,7 +331,7 @@ class TemplatePage(HtmlAdapter):
             trial = {"amounts": doc["amounts"], "gone": [*doc["gone"], *products[label]]}
             try:
                 after = self.parse_all(trial)
-            except Exception:  # noqa: BLE001 - not a removal the page survives
+            except SourceError:  # not a removal the page survives
                 continue
             removed = set(before) - set(after)
             skus = {sku for sku, _, _ in removed}
@@ -513,7 +522,9 @@ class DigitalOceanWeb(TemplatePage):
             return html.replace(">Reserved Price</p>", ">With a commitment</p>")
         if variant == 1:  # the labels are no longer paragraphs
             return re.sub(
-                r"<p( class=\"[^\"]*\")>((?:On-Demand|Reserved) Price)</p>", r"<div\1>\2</div>", html
+                r"<p( class=\"[^\"]*\")>((?:On-Demand|Reserved) Price)</p>",
+                r"<div\1>\2</div>",
+                html,
             )
         return self._without_units(html)
 
@@ -745,7 +756,8 @@ class OvhCloudWeb(TemplatePage):
         if unit.startswith("<tr"):  # the storage cell is not read
             return re.sub(r"(NVMe)</td>", rf"\1 {HOSTILE}</td>", unit, count=1)
         return unit.replace(
-            "</ul>", f'<li><span class="server-card__label">Note</span><span>{HOSTILE}</span></li></ul>'
+            "</ul>",
+            f'<li><span class="server-card__label">Note</span><span>{HOSTILE}</span></li></ul>',
         )
 
     def reorder(self, html: str) -> str:
@@ -808,7 +820,11 @@ class PaperspaceWeb(TemplatePage):
         if variant == 0:  # the name class renamed
             return html.replace('class="instance-names"', 'class="instance-title"')
         if variant == 1:  # names are no longer headings
-            return re.sub(r'<h1 class="instance-names">(.*?)</h1>', r'<div class="instance-names">\1</div>', html)
+            return re.sub(
+                r'<h1 class="instance-names">(.*?)</h1>',
+                r'<div class="instance-names">\1</div>',
+                html,
+            )
         return self._without_units(html)
 
 
@@ -853,7 +869,11 @@ class ScalewayWeb(TemplatePage):
             return _swap(unit, _SW_TD, 3, 4)  # vCPUs and RAM
 
         html = re.sub(
-            r"<thead>.*?</thead>", lambda m: _swap(m.group(0), _SW_TH, 3, 4), html, count=1, flags=re.S
+            r"<thead>.*?</thead>",
+            lambda m: _swap(m.group(0), _SW_TH, 3, 4),
+            html,
+            count=1,
+            flags=re.S,
         )
         return _each_unit(self, html, edit)
 
