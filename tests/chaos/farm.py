@@ -867,10 +867,13 @@ class SkyPilotCsv(Adapter):
         return (codecs.BOM_UTF8 if self.bom else b"") + out.getvalue().encode()
 
     def unbalanced(self, doc: Any) -> bytes:
-        """The CSV with a quoted field never closed (it swallows the rows after it)."""
+        """The CSV with a quote opening its first row that the row does not close (the
+        row's own quotes escaped): the field runs over the line end into the next rows."""
         text = self.render(doc).decode()
         cut = text.index(self.newline) + len(self.newline)
-        return (text[:cut] + '"' + text[cut:]).encode()
+        end = text.find(self.newline, cut)
+        end = len(text) if end < 0 else end
+        return (text[:cut] + '"' + text[cut:end].replace('"', '""') + text[end:]).encode()
 
     def invalid_page(self, doc: Any, clean: bytes, page: int, rng: random.Random) -> bytes:
         return self.unbalanced(doc)
@@ -1132,6 +1135,8 @@ class Crawl:
     doc: Any
     amounts: dict[str, Decimal]
     tainted: bool = False
+    whole: Armed | None = None
+    """A fault served to every page of this crawl (``WHOLE_CRAWL``), from its first."""
 
 
 @dataclass
@@ -1368,6 +1373,14 @@ class Farm:
             armed = self.armed.get(source) if self._faults_on.is_set() else None
             if armed is not None and armed.page not in (None, page):
                 armed = None
+            if armed is not None and armed.page is None and armed.kind in WHOLE_CRAWL:
+                # every page of one crawl, never a part of one: a fault armed mid-crawl
+                # waits for the next crawl, and a crawl cut short (killed) leaves none of
+                # it to the next (a part of the pages dropped may pass the count guard)
+                if page == 0:
+                    crawl.whole, armed.remaining = armed, adapter.pages
+                elif crawl.whole is not armed:
+                    armed = None
             if armed is None:
                 if page < adapter.pages - 1 or crawl.tainted:
                     return Answer(
