@@ -107,6 +107,14 @@ def test_a_gpuhunt_price_change_publishes_a_new_version_the_crawler_follows(benc
         k=change["sku"],
     )
     assert amounts and {Decimal(str(a)) for (a,) in amounts} == {change["new"]}
+    for page in (0, 1):  # a spike is a fault: no new version, nothing applied
+        bench.farm.armed[name] = Armed("spike_x100", 1, 0.0, page=page)
+        label = bench.crawl(name)
+        expected = "ok" if page == 0 else "quarantined: price of"  # the version page: whole
+        assert label.startswith(expected), (page, label)
+        assert bench.farm.adapters[name].doc["version"] == "20251128-413"
+    versions = bench.rows("SELECT count(*) FROM catalog_version WHERE source = :s", s=name)
+    assert versions == [(2,)]
 
 
 class _Variant(random.Random):

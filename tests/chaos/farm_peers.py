@@ -191,7 +191,9 @@ class Gpuhunt(SkyPilotCsv):
     the latest version (page 0), ``/v3/<provider>/<version>/catalog.zip`` holds
     ``<provider>.csv`` (page 1; every version stays published, like the bucket's). ``doc``
     is the CSV (header and rows) and its version: a legitimate change (a price, a
-    withdrawal) publishes a new version, a new zip. Knobs, withdrawals and CSV faults are
+    withdrawal) publishes a new version, a new zip; a ×100 spike (a fault, on a copy) does
+    not (a new version re-dates every offer's ``source_url``: a catalog version without a
+    price change). Knobs, withdrawals and CSV faults are
     SkyPilotCsv's (the row parser is gpuhunt's: its skus). Zip faults: ``invalid_json`` is a
     zip cut short, a zip whose compressed data is corrupt or a zipped CSV with an
     unbalanced quote; ``hostile`` is stored uncompressed (its 10 MB field would exceed the
@@ -236,7 +238,7 @@ class Gpuhunt(SkyPilotCsv):
 
     def _set(self, doc: Any, key: str, amount: Decimal) -> None:
         super()._set(doc, key, amount)
-        if "version" in doc:
+        if doc is self.doc and "version" in doc:  # a legitimate change (not a spike's copy)
             self.publish_version(doc)
 
     def withdraw(self, doc: Any, rng: random.Random) -> list[str]:

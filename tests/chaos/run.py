@@ -859,12 +859,13 @@ def _check(
     obs = _rows(
         engine,
         "SELECT o.source, o.sku, o.region, o.price_kind, p.amount, p.valid_from, p.version_from, "
-        "p.valid_to FROM price_observation p JOIN offer o ON o.id = p.offer_id "
+        "p.valid_to, o.unit FROM price_observation p JOIN offer o ON o.id = p.offer_id "
         f"WHERE o.source IN ({IN_SOURCES}) ORDER BY p.id",
     )
     history: dict[tuple[str, str, str], list[tuple[Decimal, float, int, float | None]]] = {}
-    unmoved: Counter[tuple[str, str, str, str]] = Counter()  # prices the farm never moves
-    for source, sku, region, kind, amount, valid_from, version, valid_to in obs:
+    # prices the farm never moves (one offer per unit: AWS reserves per hour and per term)
+    unmoved: Counter[tuple[str, str, str, str, str]] = Counter()
+    for source, sku, region, kind, amount, valid_from, version, valid_to, unit in obs:
         if kind == "on_demand":
             history.setdefault((source, sku, region), []).append(
                 (
@@ -875,7 +876,7 @@ def _check(
                 )
             )
         else:
-            unmoved[(source, sku, region, kind)] += 1
+            unmoved[(source, sku, region, kind, unit)] += 1
     moved = [k for k, n in unmoved.items() if n != 1]
     outcome.check(not moved, f"{len(moved)} offers the farm never moved have changed: {moved[:3]}")
     regions: dict[tuple[str, str], list[str]] = {}
