@@ -50,6 +50,15 @@ class Settings(BaseSettings):
     )
     min_offers_for_ratio_check: int = Field(default=5, ge=0)
 
+    # query service
+    response_cache_mb: int = Field(
+        default=64,
+        ge=0,
+        le=65536,
+        description="memory for answers of read endpoints kept until the database changes "
+        "(per API process; 0 turns the cache off)",
+    )
+
     # crawling
     user_agent: str = "gpuatlas/0.1 (+https://github.com/gpuatlas/gpuatlas; data@gpuatlas.dev)"
     http_timeout_seconds: float = Field(default=30.0, gt=0)

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from service.api import metrics, problems
+from service.api.response_cache import ResponseCache, ResponseCacheMiddleware
 from service.api.routes import catalog, compare, export, health, offers, reference, sources_run
 from service.api.routes import compliance as compliance_routes
 from service.api.routes import feeds as feed_routes
@@ -41,11 +42,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             if leader is not None:
                 leader.stop()
+            app.state.response_cache.close()
             app.state.engine.dispose()
 
     app = FastAPI(title="gpuatlas", version="0.1.0", description=API_DESCRIPTION, lifespan=lifespan)
     app.state.settings = settings
     app.state.engine = make_engine(settings.database_url)
+    app.state.response_cache = ResponseCache(
+        app.state.engine, settings.response_cache_mb * 1024 * 1024
+    )
+    app.add_middleware(ResponseCacheMiddleware, cache=app.state.response_cache)  # in metrics
     problems.install(app)
     problems.document(app)
     app.state.metrics = metrics.install(app)

@@ -37,6 +37,7 @@ def readyz(conn: ConnDep) -> Any:
 @router.get("/metrics", response_class=PlainTextResponse)
 def metrics(request: Request, conn: ConnDep) -> PlainTextResponse:
     lines = request.app.state.metrics.render()
+    lines += request.app.state.response_cache.metrics()
     counts = catalog_counts(conn)
     lines += [
         "# HELP gpuatlas_catalog_version The latest catalog version.",
