@@ -11,6 +11,12 @@ from sqlmodel import Field, SQLModel
 from schema.base import metadata  # noqa: F401
 from schema.types import DecimalType
 
+MAX_FX_DAY_MOVE = Decimal(2)
+"""A rate more than this factor away from the same currency's rate on the nearest other day
+(in the feed, or already stored) is a broken feed (a decimal slip, a x100 spike), not a
+market move: stored rates never change, so a bad one would convert that day's prices for
+good."""
+
 
 class FxRate(SQLModel, table=True):
     __tablename__ = "fx_rate"

@@ -23,7 +23,7 @@ from crawlers.registry import get_source
 from schema.enums import CrawlStatus
 from schema.records import OfferRecord
 from service.config import Settings
-from service.fx import Rate
+from service.fx import ImplausibleRates, Rate
 from service.ingest import (
     CrawlResult,
     IngestResult,
@@ -299,13 +299,9 @@ def _store_fx(
     if dry_run or engine is None or run_id is None:
         report.status = CrawlStatus.ok
         return
-    added = ingest_rates(
-        engine,
-        run_id,
-        name,
-        rates,
-        _payloads(output),
-        output.source_urls,
-    )
+    try:
+        added = ingest_rates(engine, run_id, name, rates, _payloads(output), output.source_urls)
+    except ImplausibleRates as exc:
+        raise SourceError("implausible rate", str(exc)) from None
     report.status = CrawlStatus.ok
     report.counts["added"] = added

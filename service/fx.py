@@ -12,7 +12,7 @@ from sqlalchemy import Connection, func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from schema.fx import FxRate
+from schema.fx import MAX_FX_DAY_MOVE, FxRate
 from service.units import q
 
 FX_TABLE = FxRate.__table__  # type: ignore[attr-defined]
@@ -57,6 +57,31 @@ def store_rates(
     return int(conn.execute(count).scalar() or 0) - int(before)
 
 
+class ImplausibleRates(ValueError):
+    """A feed's new rate is too far from the stored rate of the nearest other day."""
+
+
+def check_against_stored(conn: Connection, rates: Iterable[Rate]) -> None:
+    """Refuse (:class:`ImplausibleRates`) a feed whose new rates jump more than
+    ``MAX_FX_DAY_MOVE`` from the stored rate of the same currency on the nearest earlier or
+    later day: a one-day feed has no neighbour of its own to be checked against."""
+    table = FxTable.load(conn)
+    for rate in rates:
+        series = table.series(rate.currency)
+        if not series:
+            continue
+        at = bisect.bisect_left(series, (rate.rate_date,))
+        if at < len(series) and series[at][0] == rate.rate_date:
+            continue  # already stored: a published rate never changes, the store keeps it
+        for neighbour in series[max(at - 1, 0) : at + 1]:
+            ratio = rate.per_eur / neighbour[1]
+            if not 1 / MAX_FX_DAY_MOVE <= ratio <= MAX_FX_DAY_MOVE:
+                raise ImplausibleRates(
+                    f"{rate.currency} {rate.per_eur} on {rate.rate_date} against the stored "
+                    f"{neighbour[1]} of {neighbour[0]}"
+                )
+
+
 class FxTable:
     """All known rates in memory (a few thousand rows), answering 'USD per unit on day D'."""
 
@@ -73,6 +98,10 @@ class FxTable:
             select(FX_TABLE.c.rate_date, FX_TABLE.c.currency, FX_TABLE.c.per_eur, FX_TABLE.c.source)
         )
         return cls((r[0], r[1], r[2], r[3]) for r in result)
+
+    def series(self, currency: str) -> list[tuple[date, Decimal, str]]:
+        """``currency``'s stored (date, per EUR, source), oldest first."""
+        return self._by_currency.get(currency, [])
 
     def _per_eur(self, currency: str, on: date) -> tuple[date, Decimal, str] | None:
         if currency == "EUR":

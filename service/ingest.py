@@ -37,7 +37,7 @@ from service.alerts.outbox import enqueue_for_diff
 from service.bulk import bulk_binder, bulk_insert, bulk_update
 from service.config import Settings
 from service.db import writer
-from service.fx import FxTable, Rate, store_rates
+from service.fx import FxTable, Rate, check_against_stored, store_rates
 from service.run_owner import close_dead_runs, this_owner
 from service.units import gpu_hourly, instance_hourly, q
 
@@ -257,6 +257,7 @@ def ingest_rates(
 ) -> int:
     """Store an FX feed's rates with their payloads and close its crawl run, atomically."""
     with writer(engine).begin() as conn:
+        check_against_stored(conn, rates)  # before anything is written
         _store_payloads(conn, run_id, payloads)
         added = store_rates(conn, rates, source, run_id)
         conn.execute(

@@ -20,12 +20,12 @@ from crawlers.base import (
     Response,
     SourceError,
 )
+from schema.fx import MAX_FX_DAY_MOVE
 
 NS = "{http://www.ecb.int/vocabulary/2002-08-01/eurofxref}"
-MAX_DAY_MOVE = Decimal(2)
-"""A rate more than this factor away from the same currency's next day in the feed is a
-broken feed (a decimal slip, a x100 spike), not a market move: stored rates never change,
-so a bad one would convert every price of that day for good."""
+MAX_DAY_MOVE = MAX_FX_DAY_MOVE
+"""Checked here between the feed's own days; the store checks a feed's new days against the
+rates already stored (a one-day feed has no neighbour of its own)."""
 
 
 class EcbRates(ApiSource):
