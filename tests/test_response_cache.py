@@ -226,5 +226,8 @@ def test_unreadable_token_passes_through(settings: Settings, seeded: Engine, db_
             cache.token._conn.close()  # a broken handle: the next read fails
         response = client.get(LISTING)
         assert response.status_code == 200 and CACHE not in response.headers
+        assert cache.token._retry_at > 0  # left alone for a second: no reconnect per request
+        assert CACHE not in client.get(LISTING).headers
+        cache.token._retry_at = 0.0  # the second is over
         assert _price(client)[0] == "miss"  # reconnected: a new generation
         _until_hit(client, LISTING)

@@ -29,6 +29,7 @@ import contextlib
 import re
 import sqlite3
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
@@ -53,6 +54,8 @@ CACHEABLE = re.compile(
 MAX_ENTRY_SHARE = 16
 """One answer may take at most this share of the cache (1/16)."""
 MAX_ENTRIES = 4096
+RETRY_SECONDS = 1.0
+"""After the token could not be read, how long requests go through without trying again."""
 HIT = (b"x-gpuatlas-cache", b"hit")
 MISS = (b"x-gpuatlas-cache", b"miss")
 
@@ -74,6 +77,7 @@ class ChangeToken:
         self.backend = engine.dialect.name
         self._conn: Any = None
         self._generation = 0
+        self._retry_at = 0.0
         self._lock = threading.Lock()
 
     @property
@@ -84,7 +88,12 @@ class ChangeToken:
         return self.backend == "sqlite" and bool(database) and database != ":memory:"
 
     async def read(self) -> Any:
-        """The current token, or None when it cannot be read (then nothing is cached)."""
+        """The current token, or None when it cannot be read (then nothing is cached).
+
+        After a failure the database is left alone for ``RETRY_SECONDS`` (requests go
+        through uncached): an outage costs the requests no extra connection attempts."""
+        if time.monotonic() < self._retry_at:
+            return None
         if self.backend == "sqlite":
             return self._read()  # microseconds, never waits on a lock (busy timeout 0)
         return await anyio.to_thread.run_sync(self._read)
@@ -107,8 +116,9 @@ class ChangeToken:
                 # data_version counts per connection: a new connection's values are not
                 # comparable with the old one's, hence the connection's generation
                 return (self._generation, row[0]) if row else None
-            except Exception:  # any driver error: answer uncached, reconnect next time
+            except Exception:  # any driver error: answer uncached, reconnect later
                 self._drop()
+                self._retry_at = time.monotonic() + RETRY_SECONDS
                 return None
 
     def _connect(self) -> Any:
