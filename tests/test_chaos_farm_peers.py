@@ -285,8 +285,9 @@ def test_every_skypilot_csv_fault_reads_as_intended(name: str) -> None:
 
 def test_a_whole_crawl_fault_covers_one_crawl_from_its_first_page() -> None:
     """``drop_90`` on a paged source hits every page of one crawl: armed mid-crawl it waits
-    for the next crawl's first page, and a crawl cut short (killed) leaves no part of it
-    to the next one (a drop on some pages only could pass the count guard)."""
+    for the next crawl's first page, and a crawl cut short (killed; Vast.ai's paging ends
+    at a short page) leaves no part of it to the next one (a drop on some pages only could
+    pass the count guard)."""
     farm = Farm(["azure"], 1, http_timeout=2.0, attempts=2)
     try:
         farm._faults_on.set()
@@ -299,9 +300,25 @@ def test_a_whole_crawl_fault_covers_one_crawl_from_its_first_page() -> None:
         for page in range(3):  # the next crawl, killed after three pages
             farm._answer("azure", page)
         assert [f["page"] for f in farm.log.faults] == [0, 1, 2]
-        for page in range(pages):  # the crawl after it: every page
+        for page in range(pages):  # the crawl after it: clean
+            farm._answer("azure", page)
+        assert len(farm.log.faults) == 3 and "azure" not in farm.armed
+        farm.armed["azure"] = Armed("drop_90", pages, 0.0, page=None)
+        for page in range(pages):  # a whole crawl: every page
             farm._answer("azure", page)
         assert [f["page"] for f in farm.log.faults[3:]] == list(range(pages))
         assert "azure" not in farm.armed
     finally:
         farm.close()
+
+
+@pytest.mark.parametrize("bench", [["vastai"]], indirect=True)
+def test_a_vastai_drop_ends_the_paging_and_leaves_the_next_crawl_whole(bench: Bench) -> None:
+    farm = bench.farm
+    assert bench.crawl("vastai") == "ok"
+    farm.armed["vastai"] = Armed("drop_90", 2, 0.0, page=None)
+    label = bench.crawl("vastai")
+    assert label.startswith("quarantined: offer count dropped"), label
+    assert [f["page"] for f in farm.log.faults] == [0]  # a short page 1: no page 2 asked
+    assert bench.crawl("vastai") == "ok"
+    assert len(farm.log.faults) == 1 and "vastai" not in farm.armed

@@ -1123,6 +1123,8 @@ class Armed:
     armed_at: float
     page: int | None = 0
     """The page it is served on (None: every page of a crawl)."""
+    bound: bool = False
+    """A whole-crawl fault: a crawl started with it (no other crawl gets any of it)."""
 
 
 @dataclass
@@ -1374,11 +1376,15 @@ class Farm:
             if armed is not None and armed.page not in (None, page):
                 armed = None
             if armed is not None and armed.page is None and armed.kind in WHOLE_CRAWL:
-                # every page of one crawl, never a part of one: a fault armed mid-crawl
-                # waits for the next crawl, and a crawl cut short (killed) leaves none of
-                # it to the next (a part of the pages dropped may pass the count guard)
-                if page == 0:
-                    crawl.whole, armed.remaining = armed, adapter.pages
+                # every page of one crawl, never a part of one (a part of the pages dropped
+                # may pass the count guard): armed mid-crawl, it waits for the next crawl;
+                # a crawl that ends early (killed, or a short page ends its paging) takes
+                # the rest of it along
+                if page == 0 and armed.bound:
+                    del self.armed[source]
+                    armed = None
+                elif page == 0:
+                    crawl.whole, armed.bound, armed.remaining = armed, True, adapter.pages
                 elif crawl.whole is not armed:
                     armed = None
             if armed is None:
