@@ -217,6 +217,10 @@ FILTERS: list[dict[str, Any]] = [
     {"region": "r1", "source": "lambda"},
     {"as_of": "2"},
     {"as_of": "1", "gpu": "h100"},
+    {"export_destination": "GB"},
+    {"provider_hq_not_in": ["DE"]},
+    {"include_peers": True, "min_gpu_memory_gb": Decimal("50")},
+    {"cert": ["pci_dss"], "gdpr": "any"},
     {"country": "BR"},  # nothing matches
     {"gpu": "h100", "country": "JP", "cert": ["iso27001"], "as_of": "3"},
 ]
@@ -330,3 +334,12 @@ def test_dates_are_iso(catalog: Engine) -> None:
     day = (datetime.now(UTC).date() - timedelta(days=3)).isoformat()
     assert f'"fx_date":"{day}"' in body
     assert isinstance(date.fromisoformat(day), date)
+
+
+def test_the_copy_runs_in_a_repeatable_read_transaction(catalog: Engine) -> None:
+    """One snapshot for the whole export, as the Python path has (COPY is one statement,
+    the transaction pins it the same way for both paths)."""
+    with export._snapshot(catalog) as conn:
+        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        cursor.execute("SHOW transaction_isolation")
+        assert cursor.fetchone() == ("repeatable read",)
