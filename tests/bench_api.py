@@ -76,7 +76,11 @@ SECONDS = float(os.environ.get("GPUATLAS_BENCH_API_SECONDS", "5"))
 CLIENTS = int(os.environ.get("GPUATLAS_BENCH_API_CLIENTS", "50"))
 LOAD_SECONDS = float(os.environ.get("GPUATLAS_BENCH_API_LOAD_SECONDS", "30"))
 OBSERVATIONS = int(os.environ.get("GPUATLAS_BENCH_API_OBSERVATIONS", "0"))
-BACKENDS = os.environ.get("GPUATLAS_BENCH_API_BACKENDS", "sqlite,postgresql").split(",")
+BACKENDS = {
+    "postgresql" if name.strip() in ("postgres", "pg") else name.strip()
+    for name in os.environ.get("GPUATLAS_BENCH_API_BACKENDS", "sqlite,postgresql").split(",")
+}
+"""sqlite and/or postgresql (also spelled postgres or pg)."""
 EUR_USD = Decimal("1.08")
 ROOT = Path(__file__).resolve().parent.parent
 
