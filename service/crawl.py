@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from crawlers.base import ApiSource, Context, SourceError
 from crawlers.http import CrawlOutput, FetchPolicy, run_api_source, run_from_files
@@ -215,7 +216,8 @@ def crawl_source(
                 source_urls=output.source_urls if output else (),
             )
     except Exception as exc:
-        report.status, report.reason = CrawlStatus.failed, f"internal error: {type(exc).__name__}"
+        kind = "database unavailable" if _database_down(exc) else "internal error"
+        report.status, report.reason = CrawlStatus.failed, f"{kind}: {type(exc).__name__}"
         if run_id is not None and engine is not None:
             finish_crawl_run(
                 engine,
@@ -229,6 +231,12 @@ def crawl_source(
         _cleanup(output)
         report.seconds = time.monotonic() - started
     return report
+
+
+def _database_down(exc: BaseException) -> bool:
+    """The database went away or could not be reached (a cut connection, a server restart,
+    a lock not granted in time): not a bug of the crawl, retried at its next run."""
+    return isinstance(exc, OperationalError | InterfaceError)
 
 
 def _ingest_output(

@@ -7,6 +7,7 @@ to take over.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import threading
@@ -15,6 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import IO, Any
 
+from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 from sqlalchemy import Engine, text
@@ -31,6 +33,8 @@ from service.sources import sync_sources
 
 log = logging.getLogger("gpuatlas.scheduler")
 LEADER_LOCK_KEY = 0x67707562  # "gpub"
+ALERTS_EXECUTOR = "alerts"
+"""The dispatcher's executor (one thread), apart from the crawls' pool."""
 
 
 class SchedulerLockError(RuntimeError):
@@ -96,9 +100,14 @@ def add_dispatcher_job(scheduler: BackgroundScheduler, engine: Engine, settings:
         except Exception:  # the next run retries; never stop the scheduler
             log.exception("alert dispatcher run failed")
 
+    # a thread of its own: a full crawl pool (every source due at once, slow pages) must
+    # never hold alert delivery back
+    with contextlib.suppress(ValueError):  # already added
+        scheduler.add_executor(ThreadPoolExecutor(max_workers=1), alias=ALERTS_EXECUTOR)
     scheduler.add_job(
         dispatch,
         IntervalTrigger(seconds=settings.dispatcher_interval_seconds),
+        executor=ALERTS_EXECUTOR,
         id="alerts:dispatch",
         name="deliver alert webhooks",
         max_instances=1,

@@ -146,3 +146,54 @@ def test_saved_price_book_dry_run() -> None:
     assert by_sku["BM.GPU.GB200.4"].amount == Decimal("16")
     assert by_sku["BM.GPU.GB200.4"].gpu_count == 4
     assert by_sku["VM.GPU3.4"].amount == Decimal("2.95")
+
+
+@pytest.mark.postgres
+def test_a_cut_database_connection_fails_the_crawl_as_unavailable(
+    pg_url: str, server: ReplayServer
+) -> None:
+    """The database connection is cut in the middle of the ingest (a server restart, a
+    failover): the crawl fails as "database unavailable", recorded on its run (the pool
+    reconnects), nothing of it stored; the next crawl succeeds."""
+    from sqlalchemy import event, text
+
+    from schema.crawl import CrawlRun
+    from service.config import REFERENCE_DIR
+    from service.db import make_engine
+    from service.reference import load_reference
+
+    settings = Settings(database_url=pg_url, environment="test", _env_file=None)  # type: ignore[call-arg]
+    engine = make_engine(pg_url)
+    load_reference(engine, REFERENCE_DIR)
+    admin = make_engine(pg_url)
+    cut: list[int] = []
+
+    def cut_at_first_offer_write(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if (
+            not cut
+            and "offer" in statement
+            and statement.lstrip().upper().startswith(("INSERT", "COPY"))
+        ):
+            pid = conn.connection.dbapi_connection.info.backend_pid
+            with admin.begin() as other:
+                other.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+            cut.append(pid)
+
+    event.listen(engine, "before_cursor_execute", cut_at_first_offer_write)
+    server.route(ROUTE, Reply.file(FILE))
+    try:
+        with pytest.raises(Exception, match="terminating connection"):
+            crawl_source(engine, _settings(settings, server), "oracle")
+        assert cut
+        run = CrawlRun.__table__  # type: ignore[attr-defined]
+        with engine.connect() as conn:
+            status, reason = conn.execute(
+                select(run.c.status, run.c.reason).order_by(run.c.id.desc()).limit(1)
+            ).one()
+        assert (status, reason) == ("failed", "database unavailable: OperationalError")
+        assert _offers(engine) == {}
+        assert crawl_source(engine, _settings(settings, server), "oracle").label == "ok"
+        assert len(_offers(engine)) == SHAPES + len(UNKNOWN_PARTS)
+    finally:
+        engine.dispose()
+        admin.dispose()

@@ -18,6 +18,7 @@ from sqlalchemy import Engine, func, select
 
 from schema.crawl import CrawlRun
 from schema.prices import Offer
+from schema.types import utcnow
 from service.config import Settings
 from service.crawl_child import run_crawl_in_child
 from service.scheduler import build_scheduler
@@ -154,3 +155,39 @@ def test_a_second_scheduler_on_one_sqlite_file_refuses_to_start(sqlite_url: str)
     again = SqliteSchedulerLock(sqlite_url)
     again.acquire()  # free once the first one stopped
     again.release()
+
+
+def test_alert_delivery_has_its_own_thread_when_every_crawl_is_busy(
+    sqlite_engine: Engine, sqlite_url: str
+) -> None:
+    """Every crawl thread blocked (all sources due at once, slow pages): the dispatcher still
+    runs on schedule, on its own executor."""
+    from threading import Event
+
+    from apscheduler.events import EVENT_JOB_EXECUTED, JobExecutionEvent
+
+    settings = Settings(
+        database_url=sqlite_url, environment="test", dispatcher_interval_seconds=1, _env_file=None
+    )  # type: ignore[call-arg]
+    release = Event()
+    scheduler = build_scheduler(sqlite_engine, settings, run=lambda name: release.wait(30))
+    assert scheduler.get_job("alerts:dispatch").executor == "alerts"  # type: ignore[union-attr]
+    dispatched: list[float] = []
+
+    def seen(event: JobExecutionEvent) -> None:
+        if event.job_id == "alerts:dispatch":
+            dispatched.append(time.monotonic())
+
+    scheduler.add_listener(seen, EVENT_JOB_EXECUTED)
+    for job in scheduler.get_jobs():  # every crawl due now: they fill the crawl pool
+        if job.id.startswith("crawl:"):
+            job.modify(next_run_time=utcnow())
+    scheduler.start()
+    try:
+        deadline = time.monotonic() + 10
+        while len(dispatched) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(dispatched) >= 2, "the dispatcher waited behind the crawls"
+    finally:
+        release.set()
+        scheduler.shutdown(wait=False)

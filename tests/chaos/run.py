@@ -1055,6 +1055,24 @@ def _check(
         not internal,
         f"{len(internal)} crawls crashed on bad input instead of rejecting records: {internal[:1]}",
     )
+    # a crawl whose database connection was cut fails as "database unavailable" (retried at
+    # its next run): only when the run cut the connections, and only runs open at the cut
+    unavailable = [
+        (reason, _ts(begun), _ts(ended) if ended else None)
+        for status, reason, begun, ended in _rows(
+            engine,
+            "SELECT status, reason, started_at, finished_at FROM crawl_run "
+            "WHERE reason LIKE 'database unavailable%'",
+        )
+    ]
+    stray = [
+        r
+        for r, begun, ended in unavailable
+        if not any(begun <= at and (ended is None or ended >= at) for at, _ in cuts)
+    ]
+    outcome.check(
+        not stray, f"{len(stray)} crawls failed 'database unavailable' not across a DB cut"
+    )
 
     # 3b. a changed layout fails its crawl as "layout changed"; reordered columns change
     # nothing (the spider finds columns by name): the crawl that fetched it is ok
