@@ -19,14 +19,12 @@ from sqlalchemy import Engine, text
 
 from crawlers.base import Context, Request, Response, SourceError
 from crawlers.registry import get_source
-from service.config import REFERENCE_DIR, Settings
+from service.config import Settings
 from service.crawl import crawl_source
-from service.db import make_engine
-from service.migrate import upgrade
-from service.reference import load_reference
 from tests.chaos.adapters import ADAPTERS as ALL
 from tests.chaos.farm import Armed, Farm, SkyPilotCsv
 from tests.chaos.farm_peers import ADAPTERS, Gpuhunt
+from tests.chaos.local import farm_catalog
 
 PEERS = sorted(a.name for a in ADAPTERS)
 WITHDRAWING = sorted({*PEERS, "azure", "vastai", "skypilot:lambda", "skypilot:runpod"})
@@ -64,25 +62,9 @@ class Bench:
 @pytest.fixture
 def bench(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Bench]:
     names: list[str] = request.param
-    url = f"sqlite:///{tmp_path / 'farm.db'}"
-    farm = Farm(names, 1, http_timeout=2.0, attempts=2)
-    farm.start()
-    try:
-        upgrade(url)
-        engine = make_engine(url)
-        load_reference(engine, REFERENCE_DIR)
-        settings = Settings(
-            database_url=url,
-            source_base_urls=farm.base_urls(),
-            http_max_retries=1,
-            http_timeout_seconds=2.0,
-            _env_file=None,  # type: ignore[call-arg]
-        )
+    with farm_catalog(names, tmp_path) as (farm, engine, settings):
         farm._faults_on.set()
         yield Bench(farm, engine, settings)
-        engine.dispose()
-    finally:
-        farm.close()
 
 
 @pytest.mark.parametrize("bench", [["gpuhunt:nebius"]], indirect=True)

@@ -17,6 +17,7 @@ import pytest
 from crawlers.base import SourceError
 from tests.chaos.farm import FAULT_KINDS
 from tests.chaos.farm_web import ADAPTERS, TemplatePage
+from tests.chaos.local import farm_catalog
 
 NAMES = sorted(a.name for a in ADAPTERS)
 BY_NAME = {a.name: a for a in ADAPTERS}
@@ -110,27 +111,10 @@ def test_farm_page_crawl_moves_a_price_withdraws_a_product_and_refuses_a_redesig
     sku's price in every region, every other offer stays."""
     from sqlalchemy import text
 
-    from service.config import REFERENCE_DIR, Settings
     from service.crawl import crawl_source
-    from service.db import make_engine
-    from service.migrate import upgrade
-    from service.reference import load_reference
-    from tests.chaos.farm import Armed, Farm
+    from tests.chaos.farm import Armed
 
-    url = f"sqlite:///{tmp_path / 'farm.db'}"
-    farm = Farm([name], 5, http_timeout=5.0, attempts=2)
-    farm.start()
-    try:
-        upgrade(url)
-        engine = make_engine(url)
-        load_reference(engine, REFERENCE_DIR)
-        settings = Settings(
-            database_url=url,
-            source_base_urls=farm.base_urls(),
-            http_max_retries=1,
-            http_timeout_seconds=5.0,
-            _env_file=None,  # type: ignore[call-arg]
-        )
+    with farm_catalog([name], tmp_path, seed=5, timeout=5.0) as (farm, engine, settings):
 
         def offers() -> dict[tuple[str, str, str], tuple[Decimal, str]]:
             with engine.connect() as conn:
@@ -169,5 +153,3 @@ def test_farm_page_crawl_moves_a_price_withdraws_a_product_and_refuses_a_redesig
             else:
                 assert (amount, status) == before[identity], identity
         assert {i[0] for i in after} >= set(withdrawal["skus"])
-    finally:
-        farm.close()

@@ -21,6 +21,7 @@ from crawlers.registry import all_sources
 from crawlers.scrapy.runner import run_spider
 from tests.chaos.adapters import ADAPTERS, HTML_SOURCES
 from tests.chaos.farm import HtmlAdapter
+from tests.chaos.local import farm_catalog
 from tests.chaos.run import Receiver, print_report, run, signature
 
 SHORT_SOURCES = [
@@ -194,27 +195,10 @@ def test_farm_serves_new_sources_and_a_moved_price_reaches_every_region(
     fails the crawl as ``layout changed``; ``hostile`` and ``duplicates`` end ``ok``."""
     from sqlalchemy import text
 
-    from service.config import REFERENCE_DIR, Settings
     from service.crawl import crawl_source
-    from service.db import make_engine
-    from service.migrate import upgrade
-    from service.reference import load_reference
-    from tests.chaos.farm import Armed, Farm
+    from tests.chaos.farm import Armed
 
-    url = f"sqlite:///{tmp_path / 'farm.db'}"
-    farm = Farm([name], 1, http_timeout=2.0, attempts=2)
-    farm.start()
-    try:
-        upgrade(url)
-        engine = make_engine(url)
-        load_reference(engine, REFERENCE_DIR)
-        settings = Settings(
-            database_url=url,
-            source_base_urls=farm.base_urls(),
-            http_max_retries=1,
-            http_timeout_seconds=2.0,
-            _env_file=None,  # type: ignore[call-arg]
-        )
+    with farm_catalog([name], tmp_path) as (farm, engine, settings):
         assert crawl_source(engine, settings, name, trigger="t").label == "ok"
         assert farm.log.requests[name] == farm.adapters[name].pages
         farm._faults_on.set()
@@ -236,5 +220,3 @@ def test_farm_serves_new_sources_and_a_moved_price_reaches_every_region(
                 {"s": name, "k": change["sku"]},
             ).all()
         assert amounts and {Decimal(str(a)) for _, a in amounts} == {change["new"]}, amounts
-    finally:
-        farm.close()

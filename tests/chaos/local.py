@@ -1,0 +1,43 @@
+"""A farm and a fresh SQLite catalog beside it, for the farm's fast tests (real crawls)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import Engine
+
+from service.config import REFERENCE_DIR, Settings
+from service.db import make_engine
+from service.migrate import upgrade
+from service.reference import load_reference
+from tests.chaos.farm import Farm
+
+
+@contextmanager
+def farm_catalog(
+    names: list[str], workdir: Path, *, seed: int = 1, timeout: float = 2.0
+) -> Iterator[tuple[Farm, Engine, Settings]]:
+    """The farm serving ``names`` (started), a migrated catalog with the reference data in
+    ``workdir``, and settings pointing those sources at the farm (one retry)."""
+    url = f"sqlite:///{workdir / 'farm.db'}"
+    farm = Farm(names, seed, http_timeout=timeout, attempts=2)
+    farm.start()
+    try:
+        upgrade(url)
+        engine = make_engine(url)
+        load_reference(engine, REFERENCE_DIR)
+        settings = Settings(
+            database_url=url,
+            source_base_urls=farm.base_urls(),
+            http_max_retries=1,
+            http_timeout_seconds=timeout,
+            _env_file=None,  # type: ignore[call-arg]
+        )
+        try:
+            yield farm, engine, settings
+        finally:
+            engine.dispose()
+    finally:
+        farm.close()
