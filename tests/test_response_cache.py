@@ -180,19 +180,19 @@ def test_bounds_and_least_recently_used(seeded: Engine, settings: Settings) -> N
     day = date(2026, 1, 1)
 
     def entry(size: int) -> Entry:
-        return Entry(token, 200, [], b"x" * size, None)
+        return Entry(200, [], b"x" * size, None)
 
-    cache.store(("/big", b"", day), entry(2048))
+    cache.store(("/big", b"", day), entry(2048), token)
     assert ("/big", b"", day) not in cache.entries
     for i in range(20):
-        cache.store((f"/{i}", b"", day), entry(1000))
+        cache.store((f"/{i}", b"", day), entry(1000), token)
         cache.lookup(("/0", b"", day), token)  # /0 stays recently used
     assert cache.size <= 16 * 1024
     assert ("/0", b"", day) in cache.entries and ("/1", b"", day) not in cache.entries
     assert cache.lookup(("/0", b"", date(2026, 1, 2)), token) is None  # another day
     assert cache.lookup(("/0", b"", day), "changed") is None
     assert not cache.entries and cache.size == 0  # a new token empties it
-    cache.store(("/late", b"", day), entry(10))  # computed under the old token: refused
+    cache.store(("/late", b"", day), entry(10), token)  # computed under the old token: refused
     assert not cache.entries
     cache.close()
 

@@ -23,9 +23,6 @@ from crawlers.base import (
 from schema.fx import MAX_FX_DAY_MOVE
 
 NS = "{http://www.ecb.int/vocabulary/2002-08-01/eurofxref}"
-MAX_DAY_MOVE = MAX_FX_DAY_MOVE
-"""Checked here between the feed's own days; the store checks a feed's new days against the
-rates already stored (a one-day feed has no neighbour of its own)."""
 
 
 class EcbRates(ApiSource):
@@ -46,7 +43,9 @@ class EcbRates(ApiSource):
         if not days:
             raise LayoutChanged("no <Cube time=...> elements")
         neighbour: dict[str, tuple[date, Decimal]] = {}
-        """Per currency: the day and rate last seen in the feed (the next day: newest first)."""
+        """Per currency: the day and rate last seen in the feed (the next day: newest first).
+        A feed's new days are also checked against the stored rates when stored
+        (``service.fx.check_against_stored``: a one-day feed has no neighbour here)."""
         for day in days:
             try:
                 when = date.fromisoformat(day.attrib["time"])
@@ -61,7 +60,10 @@ class EcbRates(ApiSource):
                 if len(currency) != 3 or not rate.is_finite() or rate <= 0:
                     raise LayoutChanged(f"bad rate element {cube.attrib!r}")
                 seen = neighbour.get(currency)
-                if seen is not None and not 1 / MAX_DAY_MOVE <= rate / seen[1] <= MAX_DAY_MOVE:
+                if (
+                    seen is not None
+                    and not 1 / MAX_FX_DAY_MOVE <= rate / seen[1] <= MAX_FX_DAY_MOVE
+                ):
                     raise SourceError(
                         "implausible rate",
                         f"{currency} {rate} on {when} next to {seen[1]} on {seen[0]}",

@@ -62,7 +62,6 @@ MISS = (b"x-gpuatlas-cache", b"miss")
 
 @dataclass(frozen=True)
 class Entry:
-    token: Any
     status: int
     headers: list[tuple[bytes, bytes]]
     body: bytes
@@ -174,13 +173,13 @@ class ResponseCache:
             self._seen = token
             return None
         entry = self.entries.get(key)
-        if entry is None or entry.token != token:
-            return None
-        self.entries.move_to_end(key)
+        if entry is not None:
+            self.entries.move_to_end(key)
         return entry
 
-    def store(self, key: tuple[str, bytes, date], entry: Entry) -> None:
-        if entry.token != self._seen or len(entry.body) > self.max_entry:
+    def store(self, key: tuple[str, bytes, date], entry: Entry, token: Any) -> None:
+        """Keep ``entry``, computed while the database's token was ``token``."""
+        if token != self._seen or len(entry.body) > self.max_entry:
             return
         old = self.entries.pop(key, None)
         if old is not None:
@@ -278,4 +277,4 @@ class ResponseCacheMiddleware:
             return  # something committed meanwhile (or midnight passed): the answer may mix
         headers = [h for h in start["headers"] if h != MISS] + [HIT]
         body = b"".join(chunks)
-        self.cache.store(key, Entry(token, start["status"], headers, body, scope.get("route")))
+        self.cache.store(key, Entry(start["status"], headers, body, scope.get("route")), token)

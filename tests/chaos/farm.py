@@ -910,7 +910,10 @@ class SkyPilotRunPod(SkyPilotCsv):
 _ROW = re.compile(r"<tr\b[^>]*>.*?</tr>", re.S)
 _CELL = re.compile(r"(<t[dh]\b[^>]*>)(.*?)(</t[dh]>)", re.S)
 _PRICE = re.compile(r"\$(\d+\.\d+)")
-_SLOT = re.compile(r"\{\{knob:([^}]+)\}\}")
+SCRIPT_MOUNT = '<div id="app" data-prices-url="/api/prices"></div>'
+"""What a redesign that moves the prices into a script leaves where they were."""
+SLOT = re.compile(r"\{\{knob:([^}]+)\}\}")
+"""A knob's slot in a page template (``{{knob:<key>}}``)."""
 
 
 def _cells(row: str) -> list[str]:
@@ -984,7 +987,7 @@ class HtmlAdapter(Adapter):
         }
 
     def text(self, doc: Any) -> str:
-        return _SLOT.sub(lambda m: f"{doc[m.group(1)]:.2f}", self.template)
+        return SLOT.sub(lambda m: f"{doc[m.group(1)]:.2f}", self.template)
 
     def render(self, doc: Any) -> bytes:
         return self.text(doc).encode()
@@ -1060,7 +1063,7 @@ class HtmlAdapter(Adapter):
         if variant == 1:
             cards = re.sub(r"<(/?)(?:table|thead|tbody|tr|th|td)\b", r"<\1div", html[start:end])
             return html[:start] + cards + html[end:]
-        return html[:start] + '<div id="app" data-prices-url="/api/prices"></div>' + html[end:]
+        return html[:start] + SCRIPT_MOUNT + html[end:]
 
 
 def _next3(parts: Any) -> tuple[str, str, str]:

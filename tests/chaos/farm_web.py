@@ -33,13 +33,14 @@ from tests.chaos.farm import (
     API_ONLY,
     BIG_FIELD,
     HOSTILE,
+    SCRIPT_MOUNT,
+    SLOT,
     Adapter,
     HtmlAdapter,
     Knob,
 )
 
-_SLOT = re.compile(r"\{\{knob:([^}]+)\}\}")
-_PLACEHOLDER = '<div id="app" data-prices-url="/api/prices"></div>'
+_TD = re.compile(r"<td[^>]*>.*?</td>", re.S)
 Identity = tuple[str, str, str]
 """(sku, price kind, region) of one parsed offer."""
 
@@ -194,7 +195,7 @@ class TemplatePage(HtmlAdapter):
 
     def label(self, unit: str) -> str | None:
         """Units with one label are one product (a withdrawal removes them together)."""
-        keys = sorted(set(_SLOT.findall(unit)))
+        keys = sorted(set(SLOT.findall(unit)))
         return "|".join(keys) or None
 
     def _verified(self, amounts: dict[str, Decimal]) -> list[str]:
@@ -269,11 +270,11 @@ class TemplatePage(HtmlAdapter):
             ids = [i for i in segment.ids if i not in gone]
             if pick is not None:
                 ids = pick(ids)
-            units = [_SLOT.sub(lambda m: self.fmt(amounts[m.group(1)]), self.units[i]) for i in ids]
+            units = [SLOT.sub(lambda m: self.fmt(amounts[m.group(1)]), self.units[i]) for i in ids]
             if edit is not None:
                 units = [edit(u) for u in units]
             out.append(segment.sep.join(units))
-        return _SLOT.sub(lambda m: self.fmt(amounts[m.group(1)]), "".join(out))
+        return SLOT.sub(lambda m: self.fmt(amounts[m.group(1)]), "".join(out))
 
     def render_page(self, doc: Any, page: int) -> bytes:
         return self._assemble(doc, page).encode()
@@ -396,7 +397,7 @@ class TemplatePage(HtmlAdapter):
             spans.append((match.start(), at))
         for start, end in reversed(spans):
             html = html[:start] + html[end:]
-        return html.replace("</body>", _PLACEHOLDER + "</body>", 1)
+        return html.replace("</body>", SCRIPT_MOUNT + "</body>", 1)
 
 
 def _nth(pattern: re.Pattern[str], html: str, start: int, end: int, n: int) -> re.Match[str] | None:
@@ -566,7 +567,7 @@ class GcoreWeb(TemplatePage):
             return html.replace('"flavors":[', '"instances":[')
         start = html.index('<script id="__NEXT_DATA__"')  # client-side rendering only
         end = html.index("</script>", start) + len("</script>")
-        return html[:start] + _PLACEHOLDER + html[end:]
+        return html[:start] + SCRIPT_MOUNT + html[end:]
 
 
 # ---------------------------------------------------------------------------- Hyperstack
@@ -731,7 +732,6 @@ class NebiusWeb(TemplatePage):
 # ---------------------------------------------------------------------------- OVHcloud
 
 _OVH_PRICE = re.compile(r'data-price-type="ht">€(\d+,\d+) HT / heure')
-_OVH_TD = re.compile(r"<td[^>]*>.*?</td>", re.S)
 _OVH_TH = re.compile(r"<th>[^<]*</th>")
 _OVH_LI = re.compile(r"<li>.*?</li>", re.S)
 
@@ -769,7 +769,7 @@ class OvhCloudWeb(TemplatePage):
 
         def edit(unit: str) -> str:
             if unit.startswith("<tr"):  # vCore and Mémoire of a GPU row
-                return _swap(unit, _OVH_TD, 4, 5) if "NVIDIA" in unit else unit
+                return _swap(unit, _TD, 4, 5) if "NVIDIA" in unit else unit
             return _swap(unit, _OVH_LI, 1, 2)  # a server's CPU and memory specs
 
         return _each_unit(self, html, edit)
@@ -832,7 +832,6 @@ class PaperspaceWeb(TemplatePage):
 
 _SW_JSON = re.compile(r'"hourly":"€(\d+\.\d+)/hour"')
 _SW_CELL = re.compile(r'<span class="Price_price__q1vUe">€(\d+\.\d+)/hour</span>')
-_SW_TD = re.compile(r"<td[^>]*>.*?</td>", re.S)
 _SW_TH = re.compile(r"<th[^>]*>[^<]*</th>")
 
 
@@ -866,7 +865,7 @@ class ScalewayWeb(TemplatePage):
             if unit.startswith("{"):  # the id member moves to the end
                 first, rest = re.match(r'\{("__typename":"[^"]*"),(.*)\}$', unit, re.S).groups()  # type: ignore[union-attr]
                 return "{" + rest + "," + first + "}"
-            return _swap(unit, _SW_TD, 3, 4)  # vCPUs and RAM
+            return _swap(unit, _TD, 3, 4)  # vCPUs and RAM
 
         html = re.sub(
             r"<thead>.*?</thead>",
