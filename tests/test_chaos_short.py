@@ -189,9 +189,9 @@ def test_farm_fx_spike_fails_the_ecb_crawl_and_withdrawal_drops_one_product() ->
 def test_farm_serves_new_sources_and_a_moved_price_reaches_every_region(
     name: str, tmp_path: Path
 ) -> None:
-    """Azure's seven pages (four families, ``NextPageLink``), Vast.ai's two (the second
-    asked for in the POST search body) and the SkyPilot CSVs crawl
-    ``ok`` from the farm; a knob moved shows in every region of its sku; a renamed field
+    """Every API, price-list and peer source outside the short run (Azure's seven pages,
+    Vast.ai's POST search, AWS's region files, gpuhunt's version and zip, the SkyPilot
+    CSVs) crawls ``ok`` from the farm; a knob moved shows in every region of its sku; a renamed field
     fails the crawl as ``layout changed``; ``hostile`` and ``duplicates`` end ``ok``."""
     from sqlalchemy import text
 
