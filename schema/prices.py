@@ -51,7 +51,8 @@ class Offer(SQLModel, table=True):
 
     id: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
     source: str = Field(max_length=100)
-    provider: str = Field(foreign_key="provider.slug", max_length=64, index=True)
+    # not indexed alone: ix_offer_identity leads with it
+    provider: str = Field(foreign_key="provider.slug", max_length=64)
     sku: str = Field(max_length=200)
     region: str = Field(max_length=100)
     price_kind: str = Field(max_length=32)

@@ -56,6 +56,8 @@ def _to_decimal(value: Any) -> Any:
         if not parsed.is_finite():
             raise ValueError("amount must be finite")
         return parsed
+    if isinstance(value, Decimal) and not value.is_finite():
+        raise ValueError("amount must be finite")
     return value
 
 

@@ -8,7 +8,8 @@ rows read back through the ORM types are identical to rows written through them.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from functools import lru_cache
@@ -119,6 +120,85 @@ def bulk_update(
         f"UPDATE {table.name} SET {assignments} WHERE {key} = ?",
         [(*row[1:], row[0]) for row in rows],  # type: ignore[arg-type]
     )
+
+
+REBUILD_MIN_ROWS = 20_000
+"""Below this many new rows, updating a table's indexes row by row is cheap enough."""
+
+
+def indexes_worth_rebuilding(adding: int, holding: int) -> bool:
+    """Whether inserting ``adding`` rows into a table of about ``holding`` rows is faster
+    with its secondary indexes built afresh afterwards (one sort each) than updated row
+    by row: when the insert at least doubles a table of some size, e.g. a first ingest."""
+    return adding >= max(REBUILD_MIN_ROWS, holding)
+
+
+@contextmanager
+def indexes_deferred(conn: Connection, tables: Sequence[str]) -> Iterator[None]:
+    """SQLite: drop the secondary indexes of ``tables`` for the body, then create them
+    again from their exact stored DDL, in the caller's transaction (which must be open).
+
+    Only plain (non-unique) indexes are deferred: unique ones keep checking every row
+    as it is inserted. Readers never see the gap: in WAL mode they read the last
+    committed schema, and a rollback (or a killed process) restores the indexes with
+    everything else. Statistics ANALYZE kept for the deferred indexes are restored as
+    they were. On PostgreSQL this does nothing: dropping an index there locks readers
+    out of the table until the transaction ends."""
+    if conn.dialect.name != "sqlite" or not tables:
+        yield
+        return
+    marks = ", ".join("?" * len(tables))
+    indexes = [
+        (name, sql)
+        for name, sql in conn.exec_driver_sql(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
+            f"AND tbl_name IN ({marks}) ORDER BY name",
+            tuple(tables),
+        )
+        if not sql.lstrip().upper().startswith("CREATE UNIQUE")
+    ]
+    if not indexes:
+        yield
+        return
+    names = tuple(name for name, _ in indexes)
+    stats = _saved_stats(conn, names)
+    for name in names:
+        conn.exec_driver_sql(f'DROP INDEX "{name}"')
+    try:
+        yield
+    finally:
+        for _, sql in indexes:
+            conn.exec_driver_sql(sql)
+        _restore_stats(conn, names, stats)
+
+
+_STAT_TABLES = ("sqlite_stat1", "sqlite_stat4")
+
+
+def _saved_stats(conn: Connection, names: tuple[str, ...]) -> dict[str, list[Any]]:
+    present = {
+        name
+        for (name,) in conn.exec_driver_sql(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'sqlite_stat%'"
+        )
+    }
+    marks = ", ".join("?" * len(names))
+    return {
+        table: list(conn.exec_driver_sql(f"SELECT * FROM {table} WHERE idx IN ({marks})", names))
+        for table in _STAT_TABLES
+        if table in present
+    }
+
+
+def _restore_stats(conn: Connection, names: tuple[str, ...], stats: dict[str, list[Any]]) -> None:
+    marks = ", ".join("?" * len(names))
+    for table, rows in stats.items():
+        conn.exec_driver_sql(f"DELETE FROM {table} WHERE idx IN ({marks})", names)
+        for row in rows:
+            values = tuple(row)
+            conn.exec_driver_sql(
+                f"INSERT INTO {table} VALUES ({', '.join('?' * len(values))})", values
+            )
 
 
 def bulk_binder(conn: Connection) -> Callable[[Any], Any]:

@@ -34,7 +34,13 @@ from schema.prices import CatalogVersion, Offer, PriceObservation, sort_key_e10
 from schema.records import OfferRecord, describe_validation_error
 from schema.types import decimal_to_text, utcnow
 from service.alerts.outbox import enqueue_for_diff
-from service.bulk import bulk_binder, bulk_insert, bulk_update
+from service.bulk import (
+    bulk_binder,
+    bulk_insert,
+    bulk_update,
+    indexes_deferred,
+    indexes_worth_rebuilding,
+)
 from service.config import Settings
 from service.db import writer
 from service.fx import FxTable, Rate, check_against_stored, store_rates
@@ -514,10 +520,16 @@ class _Resolver:
     def __init__(self, reference: _Reference) -> None:
         self.reference = reference
         self.unmapped: Counter[tuple[str, str]] = Counter()
+        """(kind, name) -> how many records named it (see :meth:`tally_unmapped`)."""
         self.records_unmapped = 0
+        self._misses: dict[tuple[tuple[str | None, str | None] | None, Any], int] = {}
+        """(unmapped GPU names, unmapped provider/region) -> records: one dict increment
+        per unmapped record, expanded into :attr:`unmapped` once, at the end."""
         self._gpu: dict[tuple[str | None, str | None], str | None] = {}
-        self.digests: dict[str, str] = {}
-        """Fingerprint memo: the exact text hashed -> its digest."""
+        self.digests: dict[tuple[Any, ...], str] = {}
+        """Fingerprint memo: attributes -> their digest. Exact: equal attributes have the
+        same text (decimals are hashed in canonical form), and offers of one SKU share
+        them, so a crawl hashes each SKU once."""
 
     def attributes(self, fields: Mapping[str, Any]) -> tuple[Any, ...]:
         """A record's SKU attributes (``fields`` is its ``__dict__``), in ATTRIBUTES order,
@@ -547,24 +559,32 @@ class _Resolver:
         )
 
     def fingerprint(self, attributes: tuple[Any, ...]) -> str:
-        """:func:`fingerprint`, memoized on the exact text it hashes (many offers of a
-        crawl share their SKU's attributes)."""
-        joined = ATTRIBUTE_SEP.join(map(str, attributes))
-        return self.digests.get(joined) or self.digest(joined)
+        """:func:`fingerprint`, memoized (see :attr:`digests`)."""
+        return self.digests.get(attributes) or self.digest(attributes)
 
-    def digest(self, joined: str) -> str:
-        digest = self.digests[joined] = _digest(joined)
+    def digest(self, attributes: tuple[Any, ...]) -> str:
+        digest = self.digests[attributes] = fingerprint(attributes)
         return digest
 
     def _count_unmapped(
         self, fields: Mapping[str, Any], gpu_slug: Any, region_country: str | None
     ) -> None:
-        self.records_unmapped += 1
-        if gpu_slug is None:
-            name = fields["gpu_model"] or fields["gpu_name_raw"] or ""
-            self.unmapped[(GPU_NAME, name)] += 1
-        if region_country is None:
-            self.unmapped[(REGION_NAME, f"{fields['provider']}/{fields['region']}")] += 1
+        miss = (
+            (fields["gpu_model"], fields["gpu_name_raw"]) if gpu_slug is None else None,
+            (fields["provider"], fields["region"]) if region_country is None else None,
+        )
+        self._misses[miss] = self._misses.get(miss, 0) + 1
+
+    def tally_unmapped(self) -> None:
+        """Add the unmapped names counted so far to :attr:`unmapped` and
+        :attr:`records_unmapped`."""
+        for (gpu, region), records in self._misses.items():
+            self.records_unmapped += records
+            if gpu is not None:
+                self.unmapped[(GPU_NAME, gpu[0] or gpu[1] or "")] += records
+            if region is not None:
+                self.unmapped[(REGION_NAME, "/".join(region))] += records
+        self._misses.clear()
 
     def _resolve_gpu(self, gpu_model: str | None, gpu_name_raw: str | None) -> str | None:
         if gpu_model is not None:
@@ -577,9 +597,14 @@ class _Resolver:
 def fingerprint(attributes: tuple[Any, ...]) -> str:
     """A short digest of an offer's SKU attributes, compared instead of 11 columns.
 
-    It is computed from records only (never from stored values), so the text form of
-    each value just has to be stable: ``str`` of None, bools, decimals and strings is."""
-    return _digest(ATTRIBUTE_SEP.join(map(str, attributes)))
+    It is computed from records only (never from stored values), from a text form that
+    is the same for equal values: decimals in canonical form (``8.0`` and ``8`` are one
+    value and are stored alike), ``str`` of None, bools and strings."""
+    return _digest(ATTRIBUTE_SEP.join(map(_attribute_text, attributes)))
+
+
+def _attribute_text(value: Any) -> str:
+    return decimal_to_text(value) if isinstance(value, Decimal) else str(value)
 
 
 def _digest(joined: str) -> str:
@@ -712,6 +737,7 @@ def _apply(
         _finish(conn, crawl, result, now)
         return result
 
+    resolver.tally_unmapped()
     result.unmapped = resolver.records_unmapped
     _ensure_providers(conn, diff.providers, resolver)
     if not diff.empty:
@@ -745,13 +771,12 @@ def _diff(
     diff = _Diff()
     added, new_provider = diff.new, diff.providers.add
     attributes_of, digests, digest_of = resolver.attributes, resolver.digests, resolver.digest
-    state_of, amount_text, join = current.get, decimal_to_text, ATTRIBUTE_SEP.join
+    state_of, amount_text = current.get, decimal_to_text
     active_suffix = f"{STATE_SEP}{ACTIVE}{STATE_SEP}"
     for record, key in zip(records, keys, strict=True):
         fields = record.__dict__
         attributes = attributes_of(fields)
-        joined = join(map(str, attributes))  # resolver.fingerprint(), inlined: hot loop
-        digest = digests.get(joined) or digest_of(joined)
+        digest = digests.get(attributes) or digest_of(attributes)  # resolver.fingerprint()
         state = state_of(key)
         if state is None:
             added.append((key, record, attributes, digest))
@@ -888,16 +913,26 @@ def _ensure_instance_types(conn: Connection, first_new_offer: int) -> None:
     """Register SKUs first seen in this crawl (an SKU already offered is already known).
 
     Done by the database from the offers this ingest just inserted (ids from
-    ``first_new_offer`` on): in id order, each new offer's SKU attributes are inserted
-    unless its (provider, SKU) is registered already, so an SKU gets the attributes of
-    its first new offer in identity order. Nothing is read back into Python or bound
-    again, and nothing is sorted."""
-    marker = "%(first)s" if conn.dialect.name == "postgresql" else ":first"
-    # NOT INDEXED (SQLite) keeps the plan on the id range, the new rows only.
-    hint = "" if conn.dialect.name == "postgresql" else " NOT INDEXED"
+    ``first_new_offer`` on): each new (provider, SKU) not registered yet is inserted
+    with the attributes of its first new offer in identity order (the lowest id), in id
+    order. Nothing is read back into Python or bound again."""
+    if conn.dialect.name == "postgresql":
+        # ON CONFLICT would cost PostgreSQL a speculative insertion per row; only ingests
+        # write instance types, and they hold the ingest lock, so NOT EXISTS is exact.
+        conn.exec_driver_sql("SET LOCAL work_mem = '64MB'")  # the two sorts, in memory
+        conn.exec_driver_sql(
+            f"INSERT INTO instance_type ({SKU_LIST}) SELECT {SKU_LIST} FROM ("
+            f"SELECT DISTINCT ON (provider, sku) id, {SKU_SOURCE} FROM offer AS o "
+            "WHERE id >= %(first)s AND NOT EXISTS (SELECT 1 FROM instance_type AS i "
+            "WHERE i.provider = o.provider AND i.name = o.sku) "
+            "ORDER BY provider, sku, id) AS new ORDER BY id",
+            {"first": first_new_offer},
+        )
+        return
+    # NOT INDEXED keeps SQLite's plan on the id range, the new rows only, in id order.
     conn.exec_driver_sql(
         f"INSERT INTO instance_type ({SKU_LIST}) "
-        f"SELECT {SKU_SOURCE} FROM offer{hint} WHERE id >= {marker} ORDER BY id "
+        f"SELECT {SKU_SOURCE} FROM offer NOT INDEXED WHERE id >= :first ORDER BY id "
         "ON CONFLICT (provider, name) DO NOTHING",
         {"first": first_new_offer},
     )
@@ -1082,6 +1117,20 @@ class _Writer:
         )
         next_offer = (conn.execute(select(func.max(OFFER.c.id))).scalar() or 0) + 1
         self.first_new_offer = next_offer
+        observing = len(diff.new) + len(diff.changed) + len(diff.reopened)
+        deferred = [  # ids are never reused: the next id bounds a table's row count
+            table.name
+            for table, adding, holding in (
+                (OFFER, len(diff.new), next_offer - 1),
+                (OBS, observing, self._next_obs - 1),
+            )
+            if indexes_worth_rebuilding(adding, holding)
+        ]
+        with indexes_deferred(conn, deferred):
+            self._write_rows(source, diff, next_offer)
+
+    def _write_rows(self, source: str, diff: _Diff, next_offer: int) -> None:
+        conn, now, version = self.conn, self.now, self.version
         # The hot loop of a first ingest: one offer row and one observation row per new
         # offer, each built by unpacking memoized parts (key, attributes, price).
         new_offers: list[tuple[Any, ...]] = []

@@ -1,8 +1,10 @@
 """Fork server for the SIGKILL test: imports once, then forks one ingest per request.
 
-Reads a target ("a" or "b") per line on stdin; for each, forks a child that prints
-``ready <pid>``, ingests that record set and exits. Children are reaped automatically,
-so a killed child's pid disappears as soon as it is dead.
+Reads a target ("a" or "b") per line on stdin, optionally followed by the URL of another
+database to ingest into; for each, forks a child that prints ``ready <pid>``, ingests
+that record set and exits. Children are reaped automatically, so a killed child's pid
+disappears as soon as it is dead. A second argument sets the bulk-load index rebuild
+threshold (``service.bulk.REBUILD_MIN_ROWS``), so small ingests take that path too.
 """
 
 from __future__ import annotations
@@ -19,14 +21,18 @@ from tests.test_ingest_kill import record_set
 
 def main() -> None:
     url = sys.argv[1]
+    if len(sys.argv) > 2:
+        import service.bulk
+
+        service.bulk.REBUILD_MIN_ROWS = int(sys.argv[2])
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     settings = Settings(database_url=url, environment="test", _env_file=None)  # type: ignore[call-arg]
     prepared = {"a": record_set("a"), "b": record_set("b")}
     for line in sys.stdin:
-        target = line.strip()
+        target, _, other = line.strip().partition(" ")
         pid = os.fork()
         if pid == 0:
-            engine = make_engine(url)  # a fresh engine: nothing shared with the parent
+            engine = make_engine(other or url)  # a fresh engine: nothing shared with the parent
             print(f"ready {os.getpid()}", flush=True)
             ingest(engine, settings, CrawlResult(source="acme", records=prepared[target]))
             os._exit(0)

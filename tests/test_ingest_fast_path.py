@@ -61,6 +61,49 @@ def test_the_same_price_spelled_differently_is_unchanged(
     assert result.catalog_version is None
 
 
+@pytest.mark.parametrize(("first", "then"), [("8.0", "8"), ("96", "9.6E+1"), ("0.50", "0.5")])
+def test_the_same_attribute_spelled_differently_is_unchanged(
+    engine: Engine, settings: Settings, first: str, then: str
+) -> None:
+    """Attributes are fingerprinted in canonical form: ``8.0`` and ``8`` are one value and
+    are stored alike, so a re-spelling is no change (no version, nothing written)."""
+    ingest(engine, settings, crawl(records(4, vcpus=first, memory_gb=first)))
+    before = offer_rows(engine)
+    result = ingest(engine, settings, crawl(records(4, vcpus=then, memory_gb=then)))
+    assert result.catalog_version is None
+    assert (result.added, result.changed, result.updated) == (0, 0, 0)
+    assert offer_rows(engine) == before
+
+
+def test_mixed_spellings_in_one_crawl_share_one_fingerprint(
+    engine: Engine, settings: Settings
+) -> None:
+    batch = records(6)
+    for i, item in enumerate(batch):
+        item["vcpus"] = "8.00" if i % 2 else "8"
+    ingest(engine, settings, crawl(batch))
+    with engine.connect() as conn:
+        digests = set(conn.execute(select(OFFER.c.fingerprint)).scalars())
+    assert len(digests) == 1
+    assert digests == {
+        fingerprint(
+            (
+                "instance",
+                None,
+                "H100 SXM",
+                Decimal(8),
+                None,
+                Decimal(8),
+                None,
+                "DE",
+                None,
+                False,
+                None,
+            )
+        )
+    }
+
+
 def test_a_changed_attribute_alone_updates_the_offer_in_place(
     engine: Engine, settings: Settings
 ) -> None:

@@ -24,6 +24,14 @@ def test_valid_record_normalizes_codes_and_keeps_exact_decimals() -> None:
     assert r.key == ("acme", "gpu-0", "r0", "on_demand", "hour")
 
 
+@pytest.mark.parametrize("value", ["NaN", "sNaN", "Infinity", "-Infinity"])
+def test_non_finite_decimal_objects_are_rejected_too(value: str) -> None:
+    """Python callers may pass Decimal objects, not text: those are checked alike."""
+    for field in ("amount", "gpu_count", "vcpus"):
+        with pytest.raises(ValidationError, match="must be finite"):
+            OfferRecord.model_validate(record(**{field: Decimal(value)}))
+
+
 def test_fractional_gpu_count_is_allowed() -> None:
     assert OfferRecord.model_validate(record(gpu_count="0.25")).gpu_count == Decimal("0.25")
 

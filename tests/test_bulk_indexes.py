@@ -1,0 +1,362 @@
+"""Bulk loads on SQLite build secondary indexes afresh instead of row by row.
+
+An ingest that at least doubles the offer or observation table (a first ingest of a
+large source) drops those tables' plain indexes inside its transaction and creates them
+again, from their exact stored DDL, before it commits. These tests hold that nothing
+else can tell: the schema afterwards is byte for byte the same, readers during the
+ingest see the indexes, a failure or a SIGKILL at any point leaves the indexes (and the
+catalog) as they were, ANALYZE statistics survive, and PostgreSQL is never touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Connection, Engine, Table, func, select, text
+
+import service.bulk
+import service.ingest
+from service.bulk import indexes_deferred, indexes_worth_rebuilding
+from service.config import Settings
+from service.db import make_engine, writer
+from service.ingest import CrawlResult, ingest
+from tests.conftest import ROOT
+from tests.factories import OFFER, check_invariants, records
+from tests.test_ingest_kill import SIZE as KILL_SIZE
+
+SIZE = 600
+
+
+def schema_indexes(path: Path) -> list[tuple[str, str, str]]:
+    """Every index of the database file as SQLite stores it: (name, table, DDL)."""
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        return sorted(
+            conn.execute(
+                "SELECT name, tbl_name, coalesce(sql, '') FROM sqlite_master WHERE type = 'index'"
+            ).fetchall()
+        )
+
+
+def db_path(url: str) -> Path:
+    return Path(url.removeprefix("sqlite:///"))
+
+
+def offer_count(engine: Engine) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(OFFER)).scalar() or 0)
+
+
+@pytest.fixture
+def low_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Let a test-sized ingest take the bulk path (the real threshold is 20,000 rows)."""
+    monkeypatch.setattr(service.bulk, "REBUILD_MIN_ROWS", 100)
+
+
+@pytest.fixture
+def sqlite_settings(sqlite_url: str) -> Settings:
+    return Settings(database_url=sqlite_url, environment="test", _env_file=None)  # type: ignore[call-arg]
+
+
+@pytest.fixture
+def spy_drops(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The tables each ingest deferred the indexes of."""
+    calls: list[list[str]] = []
+    real = service.ingest.indexes_deferred
+
+    @contextlib.contextmanager
+    def spy(conn: Connection, tables: list[str]) -> Iterator[None]:
+        calls.append(list(tables))
+        with real(conn, tables):
+            yield
+
+    monkeypatch.setattr(service.ingest, "indexes_deferred", spy)
+    return calls
+
+
+def test_when_a_rebuild_pays() -> None:
+    threshold = service.bulk.REBUILD_MIN_ROWS
+    assert indexes_worth_rebuilding(threshold, 0)
+    assert not indexes_worth_rebuilding(threshold - 1, 0)  # too small to matter
+    assert indexes_worth_rebuilding(300_000, 300_000)  # doubles the table
+    assert not indexes_worth_rebuilding(300_000, 300_001)
+    assert not indexes_worth_rebuilding(0, 0)
+
+
+def test_first_bulk_ingest_rebuilds_and_the_schema_is_unchanged(
+    sqlite_engine: Engine,
+    sqlite_url: str,
+    sqlite_settings: Settings,
+    low_threshold: None,
+    spy_drops: list[list[str]],
+) -> None:
+    before = schema_indexes(db_path(sqlite_url))
+    assert any(name == "ix_offer_status_gpu_hour" for name, _, _ in before)
+    result = ingest(sqlite_engine, sqlite_settings, CrawlResult("acme", records(SIZE)))
+    assert result.status.value == "ok" and result.added == SIZE
+    assert spy_drops == [["offer", "price_observation"]]
+    assert schema_indexes(db_path(sqlite_url)) == before
+    with sqlite_engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA integrity_check").scalar() == "ok"
+        assert conn.exec_driver_sql("PRAGMA foreign_key_check").all() == []
+        plan = " ".join(
+            str(row[-1])
+            for row in conn.exec_driver_sql(
+                "EXPLAIN QUERY PLAN SELECT id FROM offer WHERE status = 'active' "
+                "ORDER BY gpu_hour_usd_e10, id LIMIT 10"
+            )
+        )
+    assert "ix_offer_status_gpu_hour" in plan  # the rebuilt index serves the listing
+    check_invariants(sqlite_engine)
+    # A small change afterwards is an ordinary insert: nothing is dropped.
+    spy_drops.clear()
+    changed = records(SIZE + 20, bump_every=7)
+    result = ingest(sqlite_engine, sqlite_settings, CrawlResult("acme", changed))
+    assert result.status.value == "ok" and result.added == 20
+    assert spy_drops == [[]]
+    assert schema_indexes(db_path(sqlite_url)) == before
+    check_invariants(sqlite_engine)
+
+
+def test_the_rebuilt_catalog_answers_like_an_ordinary_ingest(
+    sqlite_template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same ingests with and without the rebuild leave identical tables."""
+    dumps = []
+    now = service.ingest.utcnow()
+    for threshold in (100, 10**9):
+        monkeypatch.setattr(service.bulk, "REBUILD_MIN_ROWS", threshold)
+        path = tmp_path / f"t{threshold}.db"
+        shutil.copy(sqlite_template, path)
+        url = f"sqlite:///{path}"
+        engine = make_engine(url)
+        settings = Settings(database_url=url, environment="test", _env_file=None)  # type: ignore[call-arg]
+        for batch in (records(SIZE), records(SIZE + 300, bump_every=5)):
+            ingest(engine, settings, CrawlResult("acme", batch), now=now)
+        with engine.connect() as conn:
+            dumps.append(
+                {
+                    table: conn.exec_driver_sql(f"SELECT * FROM {table} ORDER BY id").all()
+                    for table in ("offer", "price_observation", "instance_type")
+                }
+            )
+        engine.dispose()
+    assert dumps[0] == dumps[1]
+    assert len(dumps[0]["offer"]) == SIZE + 300
+
+
+def test_a_failure_mid_load_keeps_indexes_and_catalog(
+    sqlite_engine: Engine,
+    sqlite_url: str,
+    sqlite_settings: Settings,
+    low_threshold: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    before = schema_indexes(db_path(sqlite_url))
+    real = service.ingest.bulk_insert
+
+    def failing(conn: Connection, table: Table, *args: Any, **kwargs: Any) -> None:
+        if table.name == "price_observation":
+            raise sqlite3.OperationalError("disk I/O error (injected)")
+        real(conn, table, *args, **kwargs)
+
+    monkeypatch.setattr(service.ingest, "bulk_insert", failing)
+    with pytest.raises(sqlite3.OperationalError, match="injected"):
+        ingest(sqlite_engine, sqlite_settings, CrawlResult("acme", records(SIZE)))
+    assert schema_indexes(db_path(sqlite_url)) == before
+    assert offer_count(sqlite_engine) == 0
+    monkeypatch.setattr(service.ingest, "bulk_insert", real)
+    result = ingest(sqlite_engine, sqlite_settings, CrawlResult("acme", records(SIZE)))
+    assert result.status.value == "ok" and offer_count(sqlite_engine) == SIZE
+    assert schema_indexes(db_path(sqlite_url)) == before
+    check_invariants(sqlite_engine)
+
+
+def test_readers_keep_the_indexes_while_they_are_rebuilt(
+    sqlite_engine: Engine,
+    sqlite_url: str,
+    sqlite_settings: Settings,
+    low_threshold: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = db_path(sqlite_url)
+    ingest(sqlite_engine, sqlite_settings, CrawlResult("first", records(150, source="first")))
+    before = schema_indexes(path)
+    seen: list[tuple[list[tuple[str, str, str]], int, str]] = []
+    real = service.ingest.bulk_insert
+
+    def reading(conn: Connection, table: Table, *args: Any, **kwargs: Any) -> None:
+        real(conn, table, *args, **kwargs)
+        if table.name == "offer":  # the offers are in, the indexes are not back yet
+            with contextlib.closing(sqlite3.connect(path, timeout=5)) as reader:
+                mine = sorted(
+                    conn.exec_driver_sql(
+                        "SELECT name, tbl_name, coalesce(sql, '') FROM sqlite_master "
+                        "WHERE type = 'index'"
+                    ).all()
+                )
+                assert len(mine) < len(before)  # this transaction did drop them
+                count = reader.execute(
+                    "SELECT count(*) FROM offer INDEXED BY ix_offer_country WHERE country = 'DE'"
+                ).fetchone()[0]
+                plan = reader.execute(
+                    "EXPLAIN QUERY PLAN SELECT id FROM offer WHERE status = 'active' "
+                    "ORDER BY gpu_hour_usd_e10, id LIMIT 5"
+                ).fetchall()
+                seen.append((schema_indexes(path), count, str(plan)))
+
+    monkeypatch.setattr(service.ingest, "bulk_insert", reading)
+    result = ingest(sqlite_engine, sqlite_settings, CrawlResult("acme", records(SIZE)))
+    assert result.status.value == "ok"
+    assert len(seen) == 1
+    schema_seen, count, plan = seen[0]
+    assert schema_seen == before  # the committed schema, indexes and all
+    assert count == 150  # the committed catalog: the first source only
+    assert "ix_offer_status_gpu_hour" in plan
+    assert schema_indexes(path) == before
+
+
+def test_analyze_statistics_survive_the_rebuild(
+    sqlite_engine: Engine, sqlite_url: str, sqlite_settings: Settings, low_threshold: None
+) -> None:
+    ingest(sqlite_engine, sqlite_settings, CrawlResult("first", records(120, source="first")))
+    with writer(sqlite_engine).begin() as conn:
+        conn.exec_driver_sql("ANALYZE")
+    query = "SELECT tbl, idx, stat FROM sqlite_stat1 WHERE idx LIKE 'ix_%' ORDER BY idx"
+    with sqlite_engine.connect() as conn:
+        stats = conn.exec_driver_sql(query).all()
+    assert any(idx == "ix_offer_country" for _, idx, _ in stats)
+    result = ingest(sqlite_engine, sqlite_settings, CrawlResult("acme", records(SIZE)))
+    assert result.status.value == "ok"
+    with sqlite_engine.connect() as conn:
+        assert conn.exec_driver_sql(query).all() == stats
+
+
+def test_unique_indexes_keep_checking_during_the_load(sqlite_engine: Engine) -> None:
+    """Only plain indexes are deferred: a duplicate identity still fails at its row."""
+    with writer(sqlite_engine).begin() as conn, indexes_deferred(conn, ["offer"]):
+        names = {
+            name
+            for (name,) in conn.exec_driver_sql(
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'offer'"
+            )
+        }
+        assert "sqlite_autoindex_offer_1" in names  # the identity's unique index
+        assert "ix_offer_country" not in names
+
+
+def test_sigkill_during_a_bulk_load_leaves_indexes_and_catalog_whole(
+    sqlite_template: Path, tmp_path: Path
+) -> None:
+    """SIGKILL at random points of a first ingest that takes the rebuild path: each
+    time the database has every index exactly as before and holds none or all of the
+    offers; then an ingest works."""
+    rng = random.Random(20261130)
+    template = tmp_path / "empty.db"
+    shutil.copy(sqlite_template, template)
+    before = schema_indexes(template)
+
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.kill_child", f"sqlite:///{template}", "100"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        text=True,
+    )
+    assert server.stdin is not None and server.stdout is not None
+
+    def spawn(path: Path) -> int:
+        server.stdin.write(f"a sqlite:///{path}\n")  # type: ignore[union-attr]
+        server.stdin.flush()  # type: ignore[union-attr]
+        word, pid = server.stdout.readline().split()  # type: ignore[union-attr]
+        assert word == "ready"
+        return int(pid)
+
+    def wait_dead(pid: int) -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.005)
+        raise AssertionError(f"child {pid} did not end")
+
+    outcomes = {"before": 0, "after": 0}
+    try:
+        durations = []
+        for attempt in range(2):
+            calibration = tmp_path / f"calibrate{attempt}.db"
+            shutil.copy(template, calibration)
+            started = time.monotonic()
+            wait_dead(spawn(calibration))
+            durations.append(time.monotonic() - started)
+        window = 1.25 * durations[-1]  # the first child also imports lazily
+        for kill in range(30):
+            if kill >= 10 and outcomes["before"] and outcomes["after"]:
+                break
+            if kill >= 10:
+                window = window * 1.5 if outcomes["before"] else window / 1.5
+            path = tmp_path / f"kill{kill}.db"
+            shutil.copy(template, path)
+            pid = spawn(path)
+            time.sleep(rng.uniform(0.0, window))
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            wait_dead(pid)
+            engine = make_engine(f"sqlite:///{path}")
+            try:
+                count = offer_count(engine)  # opening recovers the WAL
+                assert count in (0, KILL_SIZE), f"half an ingest is visible: {count}"
+                outcomes["after" if count else "before"] += 1
+                assert schema_indexes(path) == before
+                with engine.connect() as conn:
+                    assert conn.execute(text("PRAGMA integrity_check")).scalar() == "ok"
+                check_invariants(engine)
+            finally:
+                engine.dispose()
+    finally:
+        server.stdin.close()
+        server.wait(timeout=30)
+        server.stdout.close()
+    print(f"kill outcomes: {outcomes}")
+    if not (outcomes["before"] and outcomes["after"]):
+        pytest.fail(f"kills did not land on both sides of the commit: {outcomes}")
+    url = f"sqlite:///{tmp_path / 'kill0.db'}"
+    engine = make_engine(url)
+    settings = Settings(database_url=url, environment="test", _env_file=None)  # type: ignore[call-arg]
+    try:
+        result = ingest(engine, settings, CrawlResult("acme", records(KILL_SIZE)))
+        assert result.status.value == "ok"
+        assert offer_count(engine) == KILL_SIZE
+        assert schema_indexes(tmp_path / "kill0.db") == before
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.postgres
+def test_postgresql_indexes_are_never_dropped(pg_url: str) -> None:
+    """On PostgreSQL dropping an index would lock readers out: the helper does nothing."""
+    engine = make_engine(pg_url)
+    query = "SELECT indexname FROM pg_indexes WHERE tablename = 'offer' ORDER BY indexname"
+    try:
+        with engine.connect() as conn:
+            before = conn.exec_driver_sql(query).all()
+        with writer(engine).begin() as conn, indexes_deferred(conn, ["offer"]):
+            assert conn.exec_driver_sql(query).all() == before
+        assert ("ix_offer_country",) in before
+    finally:
+        engine.dispose()
