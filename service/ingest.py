@@ -40,6 +40,8 @@ from service.bulk import (
     bulk_update,
     indexes_deferred,
     indexes_worth_rebuilding,
+    sqlite_literal,
+    staged,
 )
 from service.config import Settings
 from service.db import writer
@@ -744,7 +746,7 @@ def _apply(
         version = (conn.execute(select(func.max(VERSION.c.id))).scalar() or 0) + 1
         writer_ = _Writer(conn, FxTable.load(conn), run_id, now, version, crawl)
         writer_.write(crawl.source, diff)
-        enqueue_for_diff(conn, version, diff, now, writer_.observations)
+        enqueue_for_diff(conn, version, diff, now, writer_.observation_rows)
         result.catalog_version = version
         if diff.new:
             _ensure_instance_types(conn, writer_.first_new_offer)
@@ -993,6 +995,13 @@ REPRICED_COLUMNS = (
 )
 
 
+STAGED_MIN_ROWS = 1000
+"""From this many new offers on, SQLite writes them through staging tables (see
+:meth:`_Writer._insert_new_staged`)."""
+STAGED_PRICE_COLUMNS = ("pid", *OBS_COLUMNS[2:11], "gpu_hour_usd_e10")
+"""A distinct price as staged: the observation's figures (``gpu_hour_usd`` as bound text,
+which is also the offer's) and the offer's sort key."""
+
 _Price = tuple[tuple[Any, ...], tuple[Any, ...]]
 """A price's derived figures as bound: the observation's and the offer's (see
 :meth:`_Writer._price`)."""
@@ -1027,6 +1036,9 @@ class _Writer:
         self.raw_sha256 = payloads[0].sha256 if len(payloads) == 1 else None
         self.record_payloads = crawl.record_payloads
         self.observations: list[tuple[Any, ...]] = []
+        """Observation rows bound in Python (all of them, or the repriced ones only when
+        the new offers' were staged: see :meth:`observation_rows`)."""
+        self._lazy_new_observations: tuple[Any, int, int] | None = None
         self._next_obs = (conn.execute(select(func.max(OBS.c.id))).scalar() or 0) + 1
         self._fx_cache: dict[str, Any] = {}
         self._prices: dict[tuple[Any, ...], _Price] = {}
@@ -1131,6 +1143,51 @@ class _Writer:
 
     def _write_rows(self, source: str, diff: _Diff, next_offer: int) -> None:
         conn, now, version = self.conn, self.now, self.version
+        offer_constants = {
+            "source": source,
+            "status": ACTIVE,
+            "first_seen_at": self.stamp,
+            "first_seen_version": version,
+            "last_changed_at": self.stamp,
+            "last_changed_version": version,
+        }
+        obs_constants = {
+            "valid_from": self.stamp,
+            "version_from": version,
+            "crawl_run_id": self.run_id,
+        }
+        if self._binds_text and len(diff.new) >= STAGED_MIN_ROWS:
+            self._insert_new_staged(diff.new, next_offer, offer_constants, obs_constants)
+        else:
+            self._insert_new_rows(diff.new, next_offer, offer_constants)
+
+        repriced = []
+        obs_id, observe = self._next_obs, self.observations.append
+        for old, record, attributes, digest in diff.changed + diff.reopened:
+            observed, offered = self._price(record.__dict__)
+            observe((obs_id, old.id, *observed, self._payload_of(record)))
+            repriced.append((old, record, attributes, digest, obs_id, offered))
+            obs_id += 1
+        self._next_obs = obs_id
+        closing = [old.observation_id for old, *_ in diff.changed]
+        closing += [old.observation_id for old in diff.withdrawn]
+        for start in range(0, len(closing), CHUNK):
+            conn.execute(
+                update(OBS)
+                .where(OBS.c.id.in_(closing[start : start + CHUNK]))
+                .values(valid_to=now, version_to=version)
+            )
+        bulk_insert(conn, OBS, OBS_COLUMNS, self.observations, obs_constants)
+        self._update_offers(repriced, diff)
+
+    def _insert_new_rows(
+        self,
+        new: list[tuple[Key, OfferRecord, tuple[Any, ...], str]],
+        next_offer: int,
+        constants: dict[str, Any],
+    ) -> None:
+        """Insert the new offers, one bound row each; their observation rows are kept in
+        :attr:`observations`, inserted with the repriced ones."""
         # The hot loop of a first ingest: one offer row and one observation row per new
         # offer, each built by unpacking memoized parts (key, attributes, price).
         new_offers: list[tuple[Any, ...]] = []
@@ -1139,7 +1196,7 @@ class _Writer:
         memo, bound_of, as_is = self._bound, self.bound_attributes, not self._binds_text
         payload_of = self._payload_of if self.record_payloads else None
         raw, split, obs_id = self.raw_sha256, str.split, self._next_obs
-        for offer_id, (key, record, attributes, digest) in enumerate(diff.new, next_offer):
+        for offer_id, (key, record, attributes, digest) in enumerate(new, next_offer):
             fields = record.__dict__
             price = prices.get(  # _price_key(fields), inlined: hot loop
                 (
@@ -1164,40 +1221,122 @@ class _Writer:
             new_offer((offer_id, *split(key, KEY_SEP), *values, digest, *offered, obs_id))
             obs_id += 1
         self._next_obs = obs_id
-        constants = {
-            "source": source,
-            "status": ACTIVE,
-            "first_seen_at": self.stamp,
-            "first_seen_version": version,
-            "last_changed_at": self.stamp,
-            "last_changed_version": version,
-        }
-        bulk_insert(conn, OFFER, OFFER_COLUMNS, new_offers, constants)
-        del new_offers
+        bulk_insert(self.conn, OFFER, OFFER_COLUMNS, new_offers, constants)
 
-        repriced = []
-        for old, record, attributes, digest in diff.changed + diff.reopened:
-            observed, offered = price_of(record.__dict__)
-            observe((obs_id, old.id, *observed, self._payload_of(record)))
-            repriced.append((old, record, attributes, digest, obs_id, offered))
-            obs_id += 1
-        self._next_obs = obs_id
-        closing = [old.observation_id for old, *_ in diff.changed]
-        closing += [old.observation_id for old in diff.withdrawn]
-        for start in range(0, len(closing), CHUNK):
-            conn.execute(
-                update(OBS)
-                .where(OBS.c.id.in_(closing[start : start + CHUNK]))
-                .values(valid_to=now, version_to=version)
-            )
-        bulk_insert(
-            conn,
-            OBS,
-            OBS_COLUMNS,
-            self.observations,
-            {"valid_from": self.stamp, "version_from": version, "crawl_run_id": self.run_id},
+    def _insert_new_staged(
+        self,
+        new: list[tuple[Key, OfferRecord, tuple[Any, ...], str]],
+        next_offer: int,
+        offer_constants: dict[str, Any],
+        obs_constants: dict[str, Any],
+    ) -> None:
+        """SQLite, many new offers: bind each offer's own values only (its id, key parts,
+        and the numbers of its attributes and price) into a temporary table, the distinct
+        attributes and prices into two more, and let two ``INSERT ... SELECT`` joins
+        write the offer and observation rows. Binding is most of what a row costs
+        SQLite's driver; the rows stored are exactly those :meth:`_insert_new_rows`
+        binds (the same bound values, through the same column affinities)."""
+        aids: dict[tuple[Any, ...], int] = {}
+        pids: dict[tuple[Any, ...], int] = {}
+        attribute_rows: list[tuple[Any, ...]] = []
+        price_rows: list[tuple[Any, ...]] = []
+        offer_rows: list[tuple[Any, ...]] = []
+        stage_attributes, stage_price, stage_offer = (
+            aids.get,
+            pids.get,
+            offer_rows.append,
         )
-        self._update_offers(repriced, diff)
+        payload_of = self._payload_of if self.record_payloads else None
+        split = str.split
+        for offer_id, (key, record, attributes, digest) in enumerate(new, next_offer):
+            fields = record.__dict__
+            aid = stage_attributes(attributes)
+            if aid is None:  # equal attributes have equal bound values and fingerprint
+                aid = aids[attributes] = len(aids)
+                attribute_rows.append((aid, *self.bound_attributes(attributes, digest), digest))
+            price_key = (  # _price_key(fields), inlined: hot loop
+                fields["amount"],
+                fields["unit"],
+                fields["price_per"],
+                fields["gpu_count"],
+                fields["currency"],
+            )
+            pid = stage_price(price_key)
+            if pid is None:
+                pid = pids[price_key] = len(pids)
+                observed, offered = self._price(fields)
+                # the observation's USD per GPU-hour as bound (the offer's, as text)
+                price_rows.append((pid, *observed[:5], offered[2], *observed[6:], offered[3]))
+            if payload_of:
+                stage_offer((offer_id, *split(key, KEY_SEP), aid, pid, payload_of(record)))
+            else:
+                stage_offer((offer_id, *split(key, KEY_SEP), aid, pid))
+        first_obs = self._next_obs
+        self._next_obs += len(new)
+        self._lazy_new_observations = (new, next_offer, first_obs)
+        offers: tuple[str, ...] = ("id", *OFFER_COLUMNS[1:6], "aid", "pid")
+        if payload_of:
+            offers += ("raw_sha256",)
+        raw = "n.raw_sha256" if payload_of else sqlite_literal(self.raw_sha256)
+        delta = first_obs - next_offer
+        conn = self.conn
+        with (
+            staged(
+                conn, "stage_attributes", ("aid", *ATTRIBUTES, "fingerprint"), attribute_rows
+            ) as a,
+            staged(conn, "stage_price", STAGED_PRICE_COLUMNS, price_rows) as p,
+            staged(conn, "stage_offer", offers, offer_rows) as n,
+        ):
+            del offer_rows
+            joined = (  # CROSS JOIN: SQLite walks the offers in id order, looks up the rest
+                f"FROM {n} AS n CROSS JOIN {a} AS a CROSS JOIN {p} AS p "
+                "WHERE a.aid = n.aid AND p.pid = n.pid ORDER BY n.id"
+            )
+            offer_values = (
+                *(f"n.{c}" for c in OFFER_COLUMNS[:6]),
+                *(f"a.{c}" for c in (*ATTRIBUTES, "fingerprint")),
+                "p.amount",
+                "p.currency",
+                "p.gpu_hour_usd",
+                "p.gpu_hour_usd_e10",
+                f"n.id + {delta}",
+                *map(sqlite_literal, offer_constants.values()),
+            )
+            conn.exec_driver_sql(
+                f"INSERT INTO {OFFER.name} ({', '.join((*OFFER_COLUMNS, *offer_constants))}) "
+                f"SELECT {', '.join(offer_values)} {joined}"
+            )
+            obs_values = (
+                f"n.id + {delta}",
+                "n.id",
+                *(f"p.{c}" for c in OBS_COLUMNS[2:11]),
+                raw,
+                *map(sqlite_literal, obs_constants.values()),
+            )
+            conn.exec_driver_sql(
+                f"INSERT INTO {OBS.name} ({', '.join((*OBS_COLUMNS, *obs_constants))}) "
+                f"SELECT {', '.join(obs_values)} {joined}"
+            )
+
+    def observation_rows(self) -> list[tuple[Any, ...]]:
+        """Every observation row this ingest inserted, as :data:`OBS_COLUMNS` (USD per
+        GPU-hour as a Decimal): the added offers' first, then the repriced ones. Built
+        on demand where the rows were written by the database (the outbox reads them
+        only when some subscription is live)."""
+        if self._lazy_new_observations is None:
+            return self.observations
+        new, next_offer, first_obs = self._lazy_new_observations
+        payload_of, raw = self._payload_of, self.raw_sha256
+        rows = [
+            (
+                first_obs + i,
+                next_offer + i,
+                *self._prices[_price_key(record.__dict__)][0],
+                payload_of(record) if self.record_payloads else raw,
+            )
+            for i, (_, record, _, _) in enumerate(new)
+        ]
+        return rows + self.observations
 
     def _update_offers(self, repriced: list[tuple[Any, ...]], diff: _Diff) -> None:
         conn, now, version, stamp = self.conn, self.now, self.version, self.stamp

@@ -20,6 +20,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +30,13 @@ from sqlalchemy import Connection, Engine, Table, func, select, text
 
 import service.bulk
 import service.ingest
+from schema.records import OfferRecord
+from service.alerts.outbox import enqueue_for_diff
 from service.bulk import indexes_deferred, indexes_worth_rebuilding
 from service.config import Settings
 from service.db import make_engine, writer
-from service.ingest import CrawlResult, ingest
+from service.fx import Rate, store_rates
+from service.ingest import CrawlResult, Payload, ingest
 from tests.conftest import ROOT
 from tests.factories import OFFER, check_invariants, records
 from tests.test_ingest_kill import SIZE as KILL_SIZE
@@ -129,31 +134,92 @@ def test_first_bulk_ingest_rebuilds_and_the_schema_is_unchanged(
     check_invariants(sqlite_engine)
 
 
-def test_the_rebuilt_catalog_answers_like_an_ordinary_ingest(
-    sqlite_template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def varied(n: int, bump: int = 0) -> list[OfferRecord]:
+    """Records that exercise every kind of value a bulk path binds: two currencies (one
+    converted through FX), decimals in several spellings, fractional GPU counts, NULLs,
+    booleans, URLs, per-GPU prices, monthly units."""
+    out = []
+    for i, item in enumerate(records(n, bump_every=bump)):
+        item["currency"] = ("USD", "EUR", "USD")[i % 3]
+        item["vcpus"] = ("8", "8.0", "8.00", None)[i % 4]
+        item["memory_gb"] = ("64", None)[i % 2]
+        item["gpu_count"] = ("8", "0.5", "1")[i % 3]
+        item["gpu_memory_gb"] = ("80", None, "141")[i % 3]
+        item["bare_metal"] = (True, None, False)[i % 3]
+        item["price_floor"] = i % 5 == 0
+        item["source_url"] = f"https://acme.example/p?i={i % 3}&x=\u00e9'" if i % 2 else None
+        item["price_per"] = ("instance", "gpu")[i % 2]
+        item["unit"] = ("hour", "month")[i % 4 == 3]
+        if i % 11 == 0:
+            item["gpu_name_raw"] = f"Mystery GPU {i % 3}"  # unmapped
+        out.append(OfferRecord.model_validate(item))
+    return out
+
+
+@pytest.mark.parametrize("payloads", ["one", "per-record"])
+def test_every_bulk_path_stores_the_same_rows(
+    sqlite_template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, payloads: str
 ) -> None:
-    """The same ingests with and without the rebuild leave identical tables."""
+    """The same ingests through each write path (offers bound row by row or staged and
+    joined; indexes kept or rebuilt) leave identical tables, and the outbox gets the
+    same observation rows."""
     dumps = []
     now = service.ingest.utcnow()
-    for threshold in (100, 10**9):
-        monkeypatch.setattr(service.bulk, "REBUILD_MIN_ROWS", threshold)
-        path = tmp_path / f"t{threshold}.db"
+    paths = [(10**9, 10**9), (100, 10**9), (10**9, 100), (100, 100)]
+    for rebuild, stage in paths:
+        monkeypatch.setattr(service.bulk, "REBUILD_MIN_ROWS", rebuild)
+        monkeypatch.setattr(service.ingest, "STAGED_MIN_ROWS", stage)
+        seen: list[list[tuple[Any, ...]]] = []
+
+        def enqueue(conn: Connection, version: int, diff: Any, when: Any, rows: Any) -> int:
+            seen.append(rows())  # noqa: B023 (called before the loop moves on)
+            return enqueue_for_diff(conn, version, diff, when, rows)
+
+        monkeypatch.setattr(service.ingest, "enqueue_for_diff", enqueue)
+        path = tmp_path / f"r{rebuild}-s{stage}.db"
         shutil.copy(sqlite_template, path)
         url = f"sqlite:///{path}"
         engine = make_engine(url)
         settings = Settings(database_url=url, environment="test", _env_file=None)  # type: ignore[call-arg]
-        for batch in (records(SIZE), records(SIZE + 300, bump_every=5)):
-            ingest(engine, settings, CrawlResult("acme", batch), now=now)
-        with engine.connect() as conn:
-            dumps.append(
-                {
-                    table: conn.exec_driver_sql(f"SELECT * FROM {table} ORDER BY id").all()
-                    for table in ("offer", "price_observation", "instance_type")
-                }
+        with writer(engine).begin() as conn:
+            rate = Rate(now.date() - timedelta(days=1), "USD", Decimal("1.0832"))
+            store_rates(conn, [rate], "test", None)
+        for batch in (varied(SIZE), varied(SIZE + 300, bump=5)):
+            crawl = CrawlResult(
+                "acme", batch, payloads=[Payload("https://acme.example/p", b"one page", now)]
             )
+            if payloads == "per-record":
+                crawl.record_payloads = {id(r): f"{i % 4:064x}" for i, r in enumerate(batch)}
+            result = ingest(engine, settings, crawl, now=now)
+            assert result.status.value == "ok"
+        with engine.connect() as conn:
+            tables = {
+                table: conn.exec_driver_sql(f"SELECT {columns} FROM {table} ORDER BY id").all()
+                for table, columns in (
+                    ("offer", "*"),
+                    ("price_observation", "*"),
+                    ("instance_type", "*"),
+                    ("unmapped_name", "kind, source, value, occurrences"),  # times: wall clock
+                )
+            }
+            kinds = conn.exec_driver_sql(
+                "SELECT typeof(amount), typeof(gpu_count), typeof(bare_metal), "
+                "typeof(gpu_hour_usd_e10), typeof(observation_id) FROM offer"
+            ).all()
+        dumps.append((tables, seen, set(kinds)))
+        check_invariants(engine)
         engine.dispose()
-    assert dumps[0] == dumps[1]
-    assert len(dumps[0]["offer"]) == SIZE + 300
+    for other in dumps[1:]:
+        assert other[0] == dumps[0][0]
+        assert other[2] == dumps[0][2]
+    # the outbox is handed identical observations, and the USD figures are there
+    assert all(len(d[1]) == 2 for d in dumps)
+    assert [d[1] for d in dumps[1:]] == [dumps[0][1]] * 3
+    offers = dumps[0][0]["offer"]
+    assert len(offers) == SIZE + 300
+    assert any(row[-2] is not None for row in offers)  # converted prices present
+    raw = {row[-1] for row in dumps[0][0]["price_observation"]}
+    assert len(raw) == (4 if payloads == "per-record" else 1)
 
 
 def test_a_failure_mid_load_keeps_indexes_and_catalog(

@@ -8,7 +8,7 @@ one leaves every event, for the dispatcher to deliver at least once.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -51,17 +51,17 @@ def enqueue_for_diff(
     version: int,
     diff: _Diff,
     now: datetime,
-    observations: list[tuple[Any, ...]],
+    observations: Callable[[], list[tuple[Any, ...]]],
 ) -> int:
     """Match the changes of one ingest against live subscriptions; write their events.
 
-    ``diff`` is ingest's diff and ``observations`` the rows its writer inserted (added
-    offers first, then changed and reopened ones, in diff order). Returns the number of
-    events written."""
+    ``diff`` is ingest's diff and ``observations`` gives the rows its writer inserted
+    (added offers first, then changed and reopened ones, in diff order); it is called
+    only when some subscription is live. Returns the number of events written."""
     index = load_index(conn)
     if not index.size:
         return 0
-    changes = summarize(diff, observations)
+    changes = summarize(diff, observations())
     if index.wants_withdrawals and diff.withdrawn:
         changes += _withdrawals(conn, [old.id for old in diff.withdrawn])
     rows = build_rows(index.match(changes), version, now)
