@@ -837,21 +837,25 @@ def _load_current(conn: Connection, source: str) -> dict[Key, str]:
     fingerprint, status, offer id, observation id). Read through the DBAPI cursor and
     assembled by the database: this is the hot path of every re-crawl (hundreds of
     thousands of rows, two text values each, no ORM processing)."""
+    key_parts = ("provider", "sku", "region", "price_kind", "unit")
     if conn.dialect.name == "postgresql":
-        sep, amount, marker = "chr(31)", "trim_scale(amount)::text", "%s"
-    else:
-        sep, amount, marker = "char(31)", "amount", "?"
-    key = f" || {sep} || ".join(("provider", "sku", "region", "price_kind", "unit"))
-    state = f" || {sep} || ".join(
-        (
-            amount,
-            "currency",
-            "coalesce(fingerprint, '')",
-            "status",
-            "id::text" if marker == "%s" else "id",
-            "observation_id::text" if marker == "%s" else "observation_id",
+        marker = "%s"
+        key = " || chr(31) || ".join(key_parts)
+        state = " || chr(31) || ".join(
+            (
+                "trim_scale(amount)::text",
+                "currency",
+                "coalesce(fingerprint, '')",
+                "status",
+                "id::text",
+                "observation_id::text",
+            )
         )
-    )
+    else:  # one printf per value: a fifth faster than chained || in SQLite (NULL -> '')
+        marker = "?"
+        state_parts = ("amount", "currency", "fingerprint", "status", "id", "observation_id")
+        key = f"printf('{KEY_SEP.join(['%s'] * 5)}', {', '.join(key_parts)})"
+        state = f"printf('{STATE_SEP.join(['%s'] * 6)}', {', '.join(state_parts)})"
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     try:
         cursor.execute(f"SELECT {key}, {state} FROM offer WHERE source = {marker}", (source,))

@@ -1,5 +1,6 @@
-"""A short chaos run in the normal suite (SQLite, 22 s of chaos, one SIGKILL aimed at an
-ingest in progress; API sources and Scrapy pricing pages). The full run adds random kills.
+"""A short chaos run in the normal suite (SQLite, 34 s of chaos, one SIGKILL aimed at an
+ingest in progress; API sources and Scrapy pricing pages; 50 s more when the machine was
+too slow for three faults to be served). The full run adds random kills.
 
 The full run is ``make chaos`` (``python -m tests.chaos.run``); see docs/reliability.md.
 """
@@ -22,7 +23,7 @@ from crawlers.scrapy.runner import run_spider
 from tests.chaos.adapters import ADAPTERS, HTML_SOURCES
 from tests.chaos.farm import HtmlAdapter
 from tests.chaos.local import farm_catalog
-from tests.chaos.run import Receiver, print_report, run, signature
+from tests.chaos.run import Outcome, Receiver, print_report, run, signature
 
 SHORT_SOURCES = [
     "oracle",
@@ -35,32 +36,42 @@ SHORT_SOURCES = [
     "datacrunch-web",
 ]
 """The eight sources of the short run (the farm's other sources are in the full run and
-have their own fast tests: with them all, seed 46 serves too few faults in 22 s)."""
+have their own fast tests: with them all, a short run serves too few faults)."""
 
 
 def test_short_chaos_run_holds_the_invariants(tmp_path: Path) -> None:
-    outcome = run(
-        22,
-        seed=46,
-        db="sqlite",
-        kills=0,
-        aimed=1,
-        clients=2,
-        max_requests=4000,
-        workdir=tmp_path,
-        event_gap=1.2,
-        interval=10,
-        html_interval=10,
-        sources=SHORT_SOURCES,
-    )
-    print_report(outcome)
+    def short_run(seconds: float, seed: int) -> Outcome:
+        workdir = tmp_path / f"seed{seed}"
+        workdir.mkdir()
+        outcome = run(
+            seconds,
+            seed=seed,
+            db="sqlite",
+            kills=0,
+            aimed=1,
+            clients=2,
+            max_requests=4000,
+            workdir=workdir,
+            event_gap=1.2,
+            interval=10,
+            html_interval=10,
+            sources=SHORT_SOURCES,
+        )
+        print_report(outcome)
+        assert outcome.violations == [], outcome.violations
+        return outcome
+
+    outcome = short_run(34, seed=47)
+    if outcome.figures["faults_total"] < 3:
+        # Faults are served when a crawl fetches the faulty source: on a slow or busy
+        # machine fewer crawls fit in the run. Once more, longer, not a weaker check.
+        outcome = short_run(50, seed=48)
     figures = outcome.figures
     assert figures["kills_survived"] == 1
     assert figures["kills_aimed"] == 1
     assert figures["faults_total"] >= 3, figures["faults_by_kind"]
     assert sum(figures["crawl_runs"].values()) >= 4
     assert figures["requests"] > 0
-    assert outcome.violations == [], outcome.violations
 
 
 def test_receiver_refuses_bad_signatures_and_dedupes() -> None:
