@@ -124,21 +124,32 @@ def bulk_update(
 
 @contextmanager
 def staged(
-    conn: Connection, name: str, columns: Sequence[str], rows: list[tuple[Any, ...]]
+    conn: Connection,
+    name: str,
+    columns: Sequence[str],
+    rows: list[tuple[Any, ...]],
+    *,
+    numbered: bool = False,
 ) -> Iterator[str]:
     """SQLite: ``rows`` in a temporary table of the caller's transaction, for the body to
     join; yields its qualified name and drops it afterwards.
 
-    The first column is the INTEGER PRIMARY KEY (rows are looked up by it); the others
-    have no declared type, so every value keeps exactly the storage class it was bound
-    with and a later ``INSERT ... SELECT`` stores it as binding it there would."""
+    The first column is the INTEGER PRIMARY KEY (rows are looked up by it); with
+    ``numbered`` the rows leave it out and are numbered 1, 2, ... in order. The other
+    columns have no declared type, so every value keeps exactly the storage class it
+    was bound with and a later ``INSERT ... SELECT`` stores it as binding it there
+    would."""
     table = f"temp.{name}"
     listed = ", ".join(columns[1:])
     conn.exec_driver_sql(f"CREATE TEMP TABLE {name} ({columns[0]} INTEGER PRIMARY KEY, {listed})")
     try:
         if rows:
-            marks = ", ".join("?" * len(columns))
-            conn.exec_driver_sql(f"INSERT INTO {table} VALUES ({marks})", rows)  # type: ignore[arg-type]
+            bound = columns[1:] if numbered else columns
+            marks = ", ".join("?" * len(bound))
+            conn.exec_driver_sql(
+                f"INSERT INTO {table} ({', '.join(bound)}) VALUES ({marks})",
+                rows,  # type: ignore[arg-type]
+            )
         yield table
     finally:
         conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")

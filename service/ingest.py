@@ -1234,8 +1234,8 @@ class _Writer:
         offer_constants: dict[str, Any],
         obs_constants: dict[str, Any],
     ) -> None:
-        """SQLite, many new offers: bind each offer's own values only (its id, key parts,
-        and the numbers of its attributes and price) into a temporary table, the distinct
+        """SQLite, many new offers: bind each offer's own values only (its key parts and
+        the numbers of its attributes and price) into a temporary table, the distinct
         attributes and prices into two more, and let two ``INSERT ... SELECT`` joins
         write the offer and observation rows. Binding is most of what a row costs
         SQLite's driver; the rows stored are exactly those :meth:`_insert_new_rows`
@@ -1252,7 +1252,7 @@ class _Writer:
         )
         payload_of = self._payload_of if self.record_payloads else None
         split = str.split
-        for offer_id, (key, record, attributes, digest) in enumerate(new, next_offer):
+        for key, record, attributes, digest in new:  # numbered 1, 2, ... in this order
             fields = record.__dict__
             aid = stage_attributes(attributes)
             if aid is None:  # equal attributes have equal bound values and fingerprint
@@ -1272,38 +1272,39 @@ class _Writer:
                 # the observation's USD per GPU-hour as bound (the offer's, as text)
                 price_rows.append((pid, *observed[:5], offered[2], *observed[6:], offered[3]))
             if payload_of:
-                stage_offer((offer_id, *split(key, KEY_SEP), aid, pid, payload_of(record)))
+                stage_offer((*split(key, KEY_SEP), aid, pid, payload_of(record)))
             else:
-                stage_offer((offer_id, *split(key, KEY_SEP), aid, pid))
+                stage_offer((*split(key, KEY_SEP), aid, pid))
         first_obs = self._next_obs
         self._next_obs += len(new)
         self._lazy_new_observations = (new, next_offer, first_obs)
-        offers: tuple[str, ...] = ("id", *OFFER_COLUMNS[1:6], "aid", "pid")
+        offers: tuple[str, ...] = ("n", *OFFER_COLUMNS[1:6], "aid", "pid")
         if payload_of:
             offers += ("raw_sha256",)
         raw = "n.raw_sha256" if payload_of else sqlite_literal(self.raw_sha256)
-        delta = first_obs - next_offer
+        offer_id, obs_id = f"n.n + {next_offer - 1}", f"n.n + {first_obs - 1}"
         conn = self.conn
         with (
             staged(
                 conn, "stage_attributes", ("aid", *ATTRIBUTES, "fingerprint"), attribute_rows
             ) as a,
             staged(conn, "stage_price", STAGED_PRICE_COLUMNS, price_rows) as p,
-            staged(conn, "stage_offer", offers, offer_rows) as n,
+            staged(conn, "stage_offer", offers, offer_rows, numbered=True) as n,
         ):
             del offer_rows
             joined = (  # CROSS JOIN: SQLite walks the offers in id order, looks up the rest
                 f"FROM {n} AS n CROSS JOIN {a} AS a CROSS JOIN {p} AS p "
-                "WHERE a.aid = n.aid AND p.pid = n.pid ORDER BY n.id"
+                "WHERE a.aid = n.aid AND p.pid = n.pid ORDER BY n.n"
             )
             offer_values = (
-                *(f"n.{c}" for c in OFFER_COLUMNS[:6]),
+                offer_id,
+                *(f"n.{c}" for c in OFFER_COLUMNS[1:6]),
                 *(f"a.{c}" for c in (*ATTRIBUTES, "fingerprint")),
                 "p.amount",
                 "p.currency",
                 "p.gpu_hour_usd",
                 "p.gpu_hour_usd_e10",
-                f"n.id + {delta}",
+                obs_id,
                 *map(sqlite_literal, offer_constants.values()),
             )
             conn.exec_driver_sql(
@@ -1311,8 +1312,8 @@ class _Writer:
                 f"SELECT {', '.join(offer_values)} {joined}"
             )
             obs_values = (
-                f"n.id + {delta}",
-                "n.id",
+                obs_id,
+                offer_id,
                 *(f"p.{c}" for c in OBS_COLUMNS[2:11]),
                 raw,
                 *map(sqlite_literal, obs_constants.values()),
