@@ -8,6 +8,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 export GPUATLAS_DATABASE_URL ?= sqlite:///./gpuatlas.db
 PYTEST_ARGS ?=
+# test processes (pytest-xdist): one per core; 0 runs the suite in this process
+PYTEST_WORKERS ?= 2
 
 CHROMIUM ?= /usr/bin/chromium
 
@@ -41,7 +43,7 @@ chromium:
 test: setup chromium
 	@pg_url="$$(bash .ci/postgres-url)" || exit 1; \
 	if [ -n "$$pg_url" ]; then echo "PostgreSQL tests on $$pg_url"; else echo "PostgreSQL not reachable: its tests are skipped"; fi; \
-	GPUATLAS_TEST_POSTGRES_URL="$$pg_url" $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	GPUATLAS_TEST_POSTGRES_URL="$$pg_url" $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
