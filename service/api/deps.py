@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import Depends, Path, Request, Response
 from sqlalchemy import Connection, Engine
 
-from service.api.problems import NotModified, Problem
+from service.api.problems import Problem
 from service.config import Settings
 from service.queries import current_version
 
@@ -79,21 +78,11 @@ def reject_unknown_params(allowed: set[str]):  # type: ignore[no-untyped-def]
     return check
 
 
-def etag_for(request: Request, version: int) -> str:
-    raw = f"{request.url.path}?{request.url.query}".encode()
-    query = hashlib.sha256(raw).hexdigest()[:16]
-    return f'W/"v{version}-{query}"'
-
-
 def cache(request: Request, response: Response, version: int, *, pinned: bool = False) -> None:
-    """Set ETag (catalog version + query) and Cache-Control; answer 304 when it matches."""
-    tag = etag_for(request, version)
+    """Set Cache-Control: a day for an answer pinned to a past version, five minutes
+    otherwise. (The ETag and 304s come from the body: :mod:`service.api.conditional`.)"""
     max_age = IMMUTABLE_SECONDS if pinned else CACHE_SECONDS
-    headers = {"ETag": tag, "Cache-Control": f"public, max-age={max_age}"}
-    given = request.headers.get("if-none-match")
-    if given and (given.strip() == "*" or tag in [t.strip() for t in given.split(",")]):
-        raise NotModified(headers)
-    response.headers.update(headers)
+    response.headers["Cache-Control"] = f"public, max-age={max_age}"
 
 
 def catalog_version(request: Request, response: Response, conn: ConnDep) -> int:

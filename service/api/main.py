@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from service.api import metrics, problems
+from service.api.conditional import ContentETagMiddleware
 from service.api.response_cache import ResponseCache, ResponseCacheMiddleware
 from service.api.routes import catalog, compare, export, health, offers, reference, sources_run
 from service.api.routes import compliance as compliance_routes
@@ -51,7 +52,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.response_cache = ResponseCache(
         app.state.engine, settings.response_cache_mb * 1024 * 1024
     )
-    app.add_middleware(ResponseCacheMiddleware, cache=app.state.response_cache)  # in metrics
+    app.add_middleware(ResponseCacheMiddleware, cache=app.state.response_cache)
+    app.add_middleware(ContentETagMiddleware)  # outside the cache, inside metrics
     problems.install(app)
     problems.document(app)
     app.state.metrics = metrics.install(app)

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse
 from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -29,14 +29,6 @@ class Problem(Exception):
         self.status, self.title, self.detail = status, title, detail
         self.kind = kind or title.lower().replace(" ", "-")
         self.invalid_params = invalid_params
-
-
-class NotModified(Exception):
-    """The client's cached copy (If-None-Match) is current: answer 304."""
-
-    def __init__(self, headers: dict[str, str]) -> None:
-        super().__init__("not modified")
-        self.headers = headers
 
 
 def problem_response(
@@ -66,10 +58,6 @@ def install(app: FastAPI) -> None:
         return problem_response(
             request, exc.status, exc.title, exc.detail, exc.kind, exc.invalid_params
         )
-
-    @app.exception_handler(NotModified)
-    async def _not_modified(request: Request, exc: NotModified) -> Response:
-        return Response(status_code=304, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -14,9 +14,11 @@ the date), and serves them again while the database is provably unchanged:
 
 An answer is stored only when the token read before the request equals the one read after
 it (no commit while it was computed) and the date did not change meanwhile; a token that
-cannot be read (database down, locked) sends the request through uncached. Requests with
-``If-None-Match`` go through (the endpoints answer 304 themselves), so do requests with
-``Cache-Control: no-cache`` (computed afresh, not stored), and so does everything not
+cannot be read (database down, locked) sends the request through uncached. Each stored
+answer keeps its content ETag (:func:`content_etag`), so a conditional request answered
+from here is compared without hashing the body again (the 304 is made outside, by
+:mod:`service.api.conditional`). Requests with ``Cache-Control: no-cache`` go through
+(computed afresh, not stored), and so does everything not
 on the list: exports (streamed), history (its default window ends now), health, metrics,
 sources (next run times), feeds and subscriptions. Bounded in entries and bytes (least
 recently used out first); ``GPUATLAS_RESPONSE_CACHE_MB=0`` turns it off. Answers carry
@@ -39,6 +41,8 @@ from typing import Any
 
 import anyio.to_thread
 from sqlalchemy import Engine
+
+from service.api.conditional import content_etag
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -238,8 +242,6 @@ class ResponseCacheMiddleware:
         if CACHEABLE.fullmatch(scope["path"]) is None:
             return False
         for name, value in scope.get("headers", ()):
-            if name == b"if-none-match":
-                return False
             if name == b"cache-control" and b"no-cache" in value.lower():
                 return False
         return True
@@ -275,6 +277,7 @@ class ResponseCacheMiddleware:
             return
         if await self.cache.token.read() != token or datetime.now(UTC).date() != key[2]:
             return  # something committed meanwhile (or midnight passed): the answer may mix
-        headers = [h for h in start["headers"] if h != MISS] + [HIT]
         body = b"".join(chunks)
+        headers = [h for h in start["headers"] if h != MISS and h[0] != b"etag"]
+        headers += [HIT, (b"etag", content_etag(body))]
         self.cache.store(key, Entry(start["status"], headers, body, scope.get("route")), token)
