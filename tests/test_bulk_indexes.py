@@ -16,8 +16,6 @@ import random
 import shutil
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -37,8 +35,8 @@ from service.config import Settings
 from service.db import make_engine, writer
 from service.fx import Rate, store_rates
 from service.ingest import CrawlResult, Payload, ingest
-from tests.conftest import ROOT
 from tests.factories import OFFER, check_invariants, records
+from tests.kill_server import KillServer
 from tests.test_ingest_kill import SIZE as KILL_SIZE
 
 SIZE = 600
@@ -222,27 +220,42 @@ def test_every_bulk_path_stores_the_same_rows(
     assert len(raw) == (4 if payloads == "per-record" else 1)
 
 
+@pytest.mark.parametrize("path", ["rows", "staged"])
 def test_a_failure_mid_load_keeps_indexes_and_catalog(
     sqlite_engine: Engine,
     sqlite_url: str,
     sqlite_settings: Settings,
     low_threshold: None,
     monkeypatch: pytest.MonkeyPatch,
+    path: str,
 ) -> None:
+    """The offers are in, the observations fail: nothing stays, the indexes are back."""
     before = schema_indexes(db_path(sqlite_url))
-    real = service.ingest.bulk_insert
+    if path == "rows":
+        real = service.ingest.bulk_insert
 
-    def failing(conn: Connection, table: Table, *args: Any, **kwargs: Any) -> None:
-        if table.name == "price_observation":
-            raise sqlite3.OperationalError("disk I/O error (injected)")
-        real(conn, table, *args, **kwargs)
+        def failing(conn: Connection, table: Table, *args: Any, **kwargs: Any) -> None:
+            if table.name == "price_observation":
+                raise sqlite3.OperationalError("disk I/O error (injected)")
+            real(conn, table, *args, **kwargs)
 
-    monkeypatch.setattr(service.ingest, "bulk_insert", failing)
+        monkeypatch.setattr(service.ingest, "bulk_insert", failing)
+    else:
+        monkeypatch.setattr(service.ingest, "STAGED_MIN_ROWS", 100)
+
+        @contextlib.contextmanager
+        def failing_stage(conn: Connection, name: str, *args: Any, **kw: Any) -> Iterator[str]:
+            with service.bulk.staged(conn, name, *args, **kw) as table:
+                yield table
+            if name == "stage_attributes":  # left last: after both joins have written
+                raise sqlite3.OperationalError("disk I/O error (injected)")
+
+        monkeypatch.setattr(service.ingest, "staged", failing_stage)
     with pytest.raises(sqlite3.OperationalError, match="injected"):
         ingest(sqlite_engine, sqlite_settings, CrawlResult("acme", records(SIZE)))
     assert schema_indexes(db_path(sqlite_url)) == before
     assert offer_count(sqlite_engine) == 0
-    monkeypatch.setattr(service.ingest, "bulk_insert", real)
+    monkeypatch.undo()
     result = ingest(sqlite_engine, sqlite_settings, CrawlResult("acme", records(SIZE)))
     assert result.status.value == "ok" and offer_count(sqlite_engine) == SIZE
     assert schema_indexes(db_path(sqlite_url)) == before
@@ -333,33 +346,11 @@ def test_sigkill_during_a_bulk_load_leaves_indexes_and_catalog_whole(
     shutil.copy(sqlite_template, template)
     before = schema_indexes(template)
 
-    server = subprocess.Popen(
-        [sys.executable, "-m", "tests.kill_child", f"sqlite:///{template}", "100"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        text=True,
-    )
-    assert server.stdin is not None and server.stdout is not None
+    server = KillServer(f"sqlite:///{template}", rebuild_min_rows=100)
+    wait_dead = server.wait_dead
 
     def spawn(path: Path) -> int:
-        server.stdin.write(f"a sqlite:///{path}\n")  # type: ignore[union-attr]
-        server.stdin.flush()  # type: ignore[union-attr]
-        word, pid = server.stdout.readline().split()  # type: ignore[union-attr]
-        assert word == "ready"
-        return int(pid)
-
-    def wait_dead(pid: int) -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.005)
-        raise AssertionError(f"child {pid} did not end")
+        return server.spawn("a", f"sqlite:///{path}")
 
     outcomes = {"before": 0, "after": 0}
     try:
@@ -395,9 +386,7 @@ def test_sigkill_during_a_bulk_load_leaves_indexes_and_catalog_whole(
             finally:
                 engine.dispose()
     finally:
-        server.stdin.close()
-        server.wait(timeout=30)
-        server.stdout.close()
+        server.close()
     print(f"kill outcomes: {outcomes}")
     if not (outcomes["before"] and outcomes["after"]):
         pytest.fail(f"kills did not land on both sides of the commit: {outcomes}")

@@ -12,8 +12,6 @@ import contextlib
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from decimal import Decimal
 from typing import Any
@@ -23,8 +21,8 @@ from sqlalchemy import Engine, select
 
 from service.config import Settings
 from service.ingest import CrawlResult, ingest
-from tests.conftest import ROOT
 from tests.factories import OFFER, check_invariants, records
+from tests.kill_server import KillServer
 
 KILLS = 20
 SIZE = 4000
@@ -59,33 +57,8 @@ def test_sigkill_mid_ingest_leaves_before_or_after(engine: Engine, settings: Set
     # only in "b" stay as withdrawn rows once "a" is ingested again).
     states = {"a": content(engine), "b": state_b}
     outcomes = {"before": 0, "after": 0}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "tests.kill_child", settings.database_url],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        text=True,
-    )
-    assert server.stdin is not None and server.stdout is not None
-
-    def spawn(target: str) -> int:
-        server.stdin.write(target + "\n")  # type: ignore[union-attr]
-        server.stdin.flush()  # type: ignore[union-attr]
-        word, pid = server.stdout.readline().split()  # type: ignore[union-attr]
-        assert word == "ready"
-        return int(pid)
-
-    def wait_dead(pid: int) -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.005)
-        raise AssertionError(f"child {pid} did not end")
+    server = KillServer(settings.database_url)
+    spawn, wait_dead = server.spawn, server.wait_dead
 
     def opposite() -> str:
         return "b" if content(engine) == states["a"] else "a"
@@ -121,9 +94,7 @@ def test_sigkill_mid_ingest_leaves_before_or_after(engine: Engine, settings: Set
                 outcomes["after"] += 1
                 assert after == states[target], "catalog is in a state between two ingests"
     finally:
-        server.stdin.close()
-        server.wait(timeout=30)
-        server.stdout.close()
+        server.close()
     # the next ingest works and reaches a known state
     result = ingest(engine, settings, CrawlResult(source="acme", records=record_set("b")))
     assert result.status.value == "ok"
