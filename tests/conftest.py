@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -46,15 +47,25 @@ def sqlite_url(sqlite_template: Path, tmp_path: Path) -> str:
     return f"sqlite:///{path}"
 
 
-@pytest.fixture(scope="session")
-def pg_session_url() -> Iterator[str]:
+@contextmanager
+def scratch_pg_database() -> Iterator[str]:
+    """A PostgreSQL database of its own on the test server, dropped afterwards (the test
+    is skipped when no server is configured, and fails under CI=true)."""
     admin = postgres_admin_url()
     if admin is None:
         pytest.skip("PostgreSQL not configured (set GPUATLAS_TEST_POSTGRES_URL)")
     url = create_pg_database(admin)
-    upgrade(url)
-    yield url
-    drop_pg_database(admin, url)
+    try:
+        yield url
+    finally:
+        drop_pg_database(admin, url)
+
+
+@pytest.fixture(scope="session")
+def pg_session_url() -> Iterator[str]:
+    with scratch_pg_database() as url:
+        upgrade(url)
+        yield url
 
 
 def _truncate_all(url: str) -> None:

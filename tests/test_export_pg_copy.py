@@ -24,9 +24,8 @@ from service.ingest import CrawlResult, ingest
 from service.migrate import upgrade
 from service.pg_copy import usable
 from service.reference import load_reference
-from tests.conftest import postgres_admin_url
+from tests.conftest import scratch_pg_database
 from tests.factories import OBS, OFFER, record
-from tests.pg import create_pg_database, drop_pg_database
 
 pytestmark = pytest.mark.postgres
 
@@ -182,16 +181,10 @@ def _body(engine: Engine, found: Listing, jsonl: bool, *, server: bool) -> bytes
 @pytest.fixture(scope="module")
 def catalog_url() -> Iterator[str]:
     """A database of its own, built once and only read by the tests using it."""
-    admin = postgres_admin_url()
-    if admin is None:
-        pytest.skip("PostgreSQL not configured (set GPUATLAS_TEST_POSTGRES_URL)")
-    url = create_pg_database(admin)
-    try:
+    with scratch_pg_database() as url:
         upgrade(url)
         _build(url).dispose()
         yield url
-    finally:
-        drop_pg_database(admin, url)
 
 
 @pytest.fixture

@@ -10,8 +10,7 @@ from sqlalchemy import inspect
 import schema
 from service.db import make_engine
 from service.migrate import downgrade, upgrade
-from tests.conftest import postgres_admin_url
-from tests.pg import create_pg_database, drop_pg_database
+from tests.conftest import scratch_pg_database
 
 
 def _roundtrip(url: str) -> None:
@@ -37,11 +36,5 @@ def test_sqlite_up_down_up_and_no_drift(tmp_path) -> None:  # type: ignore[no-un
 
 @pytest.mark.postgres
 def test_postgres_up_down_up_and_no_drift() -> None:
-    admin = postgres_admin_url()
-    if admin is None:
-        pytest.skip("PostgreSQL not configured")
-    url = create_pg_database(admin)
-    try:
+    with scratch_pg_database() as url:
         _roundtrip(url)
-    finally:
-        drop_pg_database(admin, url)
