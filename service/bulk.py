@@ -142,17 +142,17 @@ def staged(
     table = f"temp.{name}"
     listed = ", ".join(columns[1:])
     conn.exec_driver_sql(f"CREATE TEMP TABLE {name} ({columns[0]} INTEGER PRIMARY KEY, {listed})")
-    try:
-        if rows:
-            bound = columns[1:] if numbered else columns
-            marks = ", ".join("?" * len(bound))
-            conn.exec_driver_sql(
-                f"INSERT INTO {table} ({', '.join(bound)}) VALUES ({marks})",
-                rows,  # type: ignore[arg-type]
-            )
-        yield table
-    finally:
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
+    if rows:
+        bound = columns[1:] if numbered else columns
+        marks = ", ".join("?" * len(bound))
+        conn.exec_driver_sql(
+            f"INSERT INTO {table} ({', '.join(bound)}) VALUES ({marks})",
+            rows,  # type: ignore[arg-type]
+        )
+    yield table
+    # Only after success: on an error the caller's rollback takes the table away (SQLite
+    # may already have rolled back by itself, and a statement now would hide the error).
+    conn.exec_driver_sql(f"DROP TABLE {table}")
 
 
 REBUILD_MIN_ROWS = 20_000
@@ -174,9 +174,11 @@ def indexes_deferred(conn: Connection, tables: Sequence[str]) -> Iterator[None]:
     Only plain (non-unique) indexes are deferred: unique ones keep checking every row
     as it is inserted. Readers never see the gap: in WAL mode they read the last
     committed schema, and a rollback (or a killed process) restores the indexes with
-    everything else. Statistics ANALYZE kept for the deferred indexes are restored as
-    they were. On PostgreSQL this does nothing: dropping an index there locks readers
-    out of the table until the transaction ends."""
+    everything else: when the body fails they are left to the caller's rollback, which
+    must follow (SQLite may already have rolled back by itself, and recreating them now
+    would only hide the error). Statistics ANALYZE kept for the deferred indexes are
+    restored as they were. On PostgreSQL this does nothing: dropping an index there
+    locks readers out of the table until the transaction ends."""
     if conn.dialect.name != "sqlite" or not tables:
         yield
         return
@@ -197,12 +199,10 @@ def indexes_deferred(conn: Connection, tables: Sequence[str]) -> Iterator[None]:
     stats = _saved_stats(conn, names)
     for name in names:
         conn.exec_driver_sql(f'DROP INDEX "{name}"')
-    try:
-        yield
-    finally:
-        for _, sql in indexes:
-            conn.exec_driver_sql(sql)
-        _restore_stats(conn, names, stats)
+    yield
+    for _, sql in indexes:
+        conn.exec_driver_sql(sql)
+    _restore_stats(conn, names, stats)
 
 
 _STAT_TABLES = ("sqlite_stat1", "sqlite_stat4")

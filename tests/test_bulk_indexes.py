@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, Engine, Table, func, select, text
+from sqlalchemy import Connection, Engine, Table, event, func, select, text
+from sqlalchemy.exc import OperationalError
 
 import service.bulk
 import service.ingest
@@ -260,6 +261,47 @@ def test_a_failure_mid_load_keeps_indexes_and_catalog(
     assert result.status.value == "ok" and offer_count(sqlite_engine) == SIZE
     assert schema_indexes(db_path(sqlite_url)) == before
     check_invariants(sqlite_engine)
+
+
+@pytest.mark.parametrize("stage", [100, 10**9], ids=["staged", "rows"])
+def test_a_full_disk_mid_load_says_so_and_leaves_everything_as_it_was(
+    sqlite_url: str,
+    sqlite_settings: Settings,
+    low_threshold: None,
+    monkeypatch: pytest.MonkeyPatch,
+    stage: int,
+) -> None:
+    """SQLite's own failure (the database may not grow: ``SQLITE_FULL``) in the middle of a
+    bulk load: the error says what happened (nothing hides it), and the catalog and its
+    indexes are as before; once there is room the same ingest works."""
+    monkeypatch.setattr(service.ingest, "STAGED_MIN_ROWS", stage)
+    path = db_path(sqlite_url)
+    before = schema_indexes(path)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    full = make_engine(sqlite_url)
+
+    @event.listens_for(full, "connect")
+    def _cap(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.execute(f"PRAGMA max_page_count = {pages + 12}")
+
+    try:
+        with pytest.raises(OperationalError, match="(?s)disk is full.*INSERT INTO offer"):
+            ingest(full, sqlite_settings, CrawlResult("acme", records(4 * SIZE)))
+    finally:
+        full.dispose()
+    assert schema_indexes(path) == before
+    roomy = make_engine(sqlite_url)
+    try:
+        assert offer_count(roomy) == 0
+        with roomy.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA integrity_check").scalar() == "ok"
+        result = ingest(roomy, sqlite_settings, CrawlResult("acme", records(4 * SIZE)))
+        assert result.status.value == "ok" and offer_count(roomy) == 4 * SIZE
+        assert schema_indexes(path) == before
+        check_invariants(roomy)
+    finally:
+        roomy.dispose()
 
 
 def test_readers_keep_the_indexes_while_they_are_rebuilt(

@@ -86,7 +86,7 @@ def cache(request: Request, response: Response, version: int, *, pinned: bool = 
 
 
 def catalog_version(request: Request, response: Response, conn: ConnDep) -> int:
-    """The current catalog version, with caching headers for it (or a 304)."""
+    """The current catalog version, with the Cache-Control header for it."""
     version = current_version(conn)
     cache(request, response, version)
     return version
