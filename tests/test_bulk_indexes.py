@@ -286,7 +286,7 @@ def test_a_full_disk_mid_load_says_so_and_leaves_everything_as_it_was(
         dbapi_connection.execute(f"PRAGMA max_page_count = {pages + 12}")
 
     try:
-        with pytest.raises(OperationalError, match="(?s)disk is full.*INSERT INTO offer"):
+        with pytest.raises(OperationalError, match=r"(?s)disk is full.*INSERT INTO offer"):
             ingest(full, sqlite_settings, CrawlResult("acme", records(4 * SIZE)))
     finally:
         full.dispose()
