@@ -560,11 +560,8 @@ class _Resolver:
             fields["source_url"],
         )
 
-    def fingerprint(self, attributes: tuple[Any, ...]) -> str:
-        """:func:`fingerprint`, memoized (see :attr:`digests`)."""
-        return self.digests.get(attributes) or self.digest(attributes)
-
     def digest(self, attributes: tuple[Any, ...]) -> str:
+        """:func:`fingerprint` of attributes not hashed yet, kept in :attr:`digests`."""
         digest = self.digests[attributes] = fingerprint(attributes)
         return digest
 
@@ -778,7 +775,7 @@ def _diff(
     for record, key in zip(records, keys, strict=True):
         fields = record.__dict__
         attributes = attributes_of(fields)
-        digest = digests.get(attributes) or digest_of(attributes)  # resolver.fingerprint()
+        digest = digests.get(attributes) or digest_of(attributes)  # memoized fingerprint
         state = state_of(key)
         if state is None:
             added.append((key, record, attributes, digest))

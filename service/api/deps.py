@@ -78,17 +78,17 @@ def reject_unknown_params(allowed: set[str]):  # type: ignore[no-untyped-def]
     return check
 
 
-def cache(request: Request, response: Response, version: int, *, pinned: bool = False) -> None:
+def cache(response: Response, *, pinned: bool = False) -> None:
     """Set Cache-Control: a day for an answer pinned to a past version, five minutes
     otherwise. (The ETag and 304s come from the body: :mod:`service.api.conditional`.)"""
     max_age = IMMUTABLE_SECONDS if pinned else CACHE_SECONDS
     response.headers["Cache-Control"] = f"public, max-age={max_age}"
 
 
-def catalog_version(request: Request, response: Response, conn: ConnDep) -> int:
+def catalog_version(response: Response, conn: ConnDep) -> int:
     """The current catalog version, with the Cache-Control header for it."""
     version = current_version(conn)
-    cache(request, response, version)
+    cache(response)
     return version
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Response
 
 from schema.api import ChangesPage, DiffPage, VersionPublic
 from service.api import cursor as cursors
@@ -62,7 +62,6 @@ def _int_cursor(cursor: str, *keys: str) -> list[int]:
     dependencies=[Depends(reject_unknown_params({"from", "to", "limit", "cursor"}))],
 )
 def diff(
-    request: Request,
     response: Response,
     conn: ConnDep,
     old: Annotated[int, Query(alias="from", ge=0, le=2**31 - 1)],
@@ -74,7 +73,7 @@ def diff(
     new = latest if new is None else new
     _check_version("from", old, latest)
     _check_version("to", new, latest)
-    cache(request, response, latest, pinned=True)
+    cache(response, pinned=True)
     after = _int_cursor(cursor, "o")[0] if cursor else 0
     changes, last = diff_versions(conn, old, new, after_offer=after, limit=limit)
     return DiffPage(
@@ -93,7 +92,6 @@ def diff(
     "`catalog_version` you last saw as `since`, following `next_cursor` until it is null.",
 )
 def changes(
-    request: Request,
     response: Response,
     conn: ConnDep,
     since: VersionNumber = 0,
@@ -108,7 +106,7 @@ def changes(
         if until > latest or version < since:
             raise invalid("cursor", "not a cursor for this feed", status=400)
         after = (version, offer_id)
-    cache(request, response, until, pinned=until != latest)
+    cache(response, pinned=until != latest)
     rows, last = change_feed(conn, since, until, after=after, limit=limit)
     next_cursor = cursors.encode({"u": until, "v": last[0], "o": last[1]}) if last else None
     return ChangesPage(

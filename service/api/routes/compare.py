@@ -6,7 +6,7 @@ import math
 from decimal import Decimal
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Response
 
 from schema.api import (
     EligibleProvider,
@@ -42,13 +42,12 @@ TERM_MONTHS = {
     "GPU-hour) and how many match. `explain=true` adds why every other provider is out.",
 )
 def eligible(
-    request: Request,
     response: Response,
     conn: ConnDep,
     listing: ListingDep,
     explain: bool = False,
 ) -> EligibleProviders:
-    cache(request, response, listing.version, pinned=listing.as_of)
+    cache(response, pinned=listing.as_of)
     rows = eligible_providers(
         conn, listing.filters, version=listing.pinned_version, compliance=listing.compliance
     )
@@ -102,7 +101,6 @@ def break_even(
     "cumulative on-demand cost reaches the reserved term's.",
 )
 def tco(
-    request: Request,
     response: Response,
     conn: ConnDep,
     listing: ListingDep,
@@ -110,7 +108,7 @@ def tco(
     hours_per_month: Annotated[Decimal, Query(gt=0, le=HOURS_PER_MONTH)] = HOURS_PER_MONTH,
     months: Annotated[int, Query(ge=1, le=120)] = 12,
 ) -> TcoResult:
-    cache(request, response, listing.version, pinned=listing.as_of)
+    cache(response, pinned=listing.as_of)
     rows = cheapest_by_kind(
         conn, listing.filters, version=listing.pinned_version, compliance=listing.compliance
     )

@@ -440,7 +440,7 @@ def export(
     listing: ListingDep,
     format: Literal["csv", "jsonl", "parquet"] = "csv",
 ) -> StreamingResponse:
-    cache(request, response, listing.version, pinned=listing.as_of)
+    cache(response, pinned=listing.as_of)
     engine = get_engine(request)
     filters, compliance, version = listing.filters, listing.compliance, listing.pinned_version
     body: Iterator[bytes]

@@ -131,7 +131,7 @@ def offers(
         if not isinstance(version, int) or not 0 <= version <= listing.current:
             raise _bad_cursor("not a cursor this server issued")
         after = _decode_after(state, conn.dialect.name, key)
-    cache(request, response, version, pinned=version != listing.current)
+    cache(response, pinned=version != listing.current)
     pinned = None if version == listing.current else version
     rows = list_offers(
         conn,
