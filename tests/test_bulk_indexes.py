@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Connection, Engine, Table, event, func, select, text
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 import service.bulk
 import service.ingest
@@ -364,17 +364,29 @@ def test_analyze_statistics_survive_the_rebuild(
         assert conn.exec_driver_sql(query).all() == stats
 
 
-def test_unique_indexes_keep_checking_during_the_load(sqlite_engine: Engine) -> None:
+def test_unique_indexes_keep_checking_during_the_load(
+    sqlite_engine: Engine, sqlite_settings: Settings
+) -> None:
     """Only plain indexes are deferred: a duplicate identity still fails at its row."""
-    with writer(sqlite_engine).begin() as conn, indexes_deferred(conn, ["offer"]):
-        names = {
-            name
-            for (name,) in conn.exec_driver_sql(
-                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'offer'"
-            )
-        }
-        assert "sqlite_autoindex_offer_1" in names  # the identity's unique index
-        assert "ix_offer_country" not in names
+    ingest(sqlite_engine, sqlite_settings, CrawlResult("acme", records(3)))
+    with writer(sqlite_engine).begin() as conn:
+        columns = [row[1] for row in conn.exec_driver_sql("PRAGMA table_info(offer)")]
+        copied = ", ".join("id + 1000" if c == "id" else c for c in columns)
+        with indexes_deferred(conn, ["offer"]):
+            names = {
+                name
+                for (name,) in conn.exec_driver_sql(
+                    "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'offer'"
+                )
+            }
+            assert "sqlite_autoindex_offer_1" in names  # the identity's unique index
+            assert "ix_offer_country" not in names
+            with pytest.raises(IntegrityError, match="UNIQUE"):
+                conn.exec_driver_sql(
+                    f"INSERT INTO offer ({', '.join(columns)}) "
+                    f"SELECT {copied} FROM offer ORDER BY id LIMIT 1"
+                )
+    assert offer_count(sqlite_engine) == 3
 
 
 def test_sigkill_during_a_bulk_load_leaves_indexes_and_catalog_whole(
