@@ -40,7 +40,7 @@ from service.bulk import (
     bulk_update,
     indexes_deferred,
     indexes_worth_rebuilding,
-    sqlite_literal,
+    literal_values,
     staged,
 )
 from service.config import Settings
@@ -1157,7 +1157,7 @@ class _Writer:
             "version_from": version,
             "crawl_run_id": self.run_id,
         }
-        if self._binds_text and len(diff.new) >= STAGED_MIN_ROWS:
+        if len(diff.new) >= STAGED_MIN_ROWS:
             self._insert_new_staged(diff.new, next_offer, offer_constants, obs_constants)
         else:
             self._insert_new_rows(diff.new, next_offer, offer_constants)
@@ -1231,12 +1231,13 @@ class _Writer:
         offer_constants: dict[str, Any],
         obs_constants: dict[str, Any],
     ) -> None:
-        """SQLite, many new offers: bind each offer's own values only (its key parts and
-        the numbers of its attributes and price) into a temporary table, the distinct
+        """Many new offers: bind each offer's own values only (its key parts and the
+        numbers of its attributes and price) into a temporary table, the distinct
         attributes and prices into two more, and let two ``INSERT ... SELECT`` joins
-        write the offer and observation rows. Binding is most of what a row costs
-        SQLite's driver; the rows stored are exactly those :meth:`_insert_new_rows`
-        binds (the same bound values, through the same column affinities)."""
+        write the offer and observation rows. Binding (SQLite) or formatting for COPY
+        (PostgreSQL) is most of what a row costs the client; the rows stored are
+        exactly those :meth:`_insert_new_rows` writes (the same bound values, through
+        the same column affinities or types)."""
         aids: dict[tuple[Any, ...], int] = {}
         pids: dict[tuple[Any, ...], int] = {}
         attribute_rows: list[tuple[Any, ...]] = []
@@ -1278,20 +1279,43 @@ class _Writer:
         offers: tuple[str, ...] = ("n", *OFFER_COLUMNS[1:6], "aid", "pid")
         if payload_of:
             offers += ("raw_sha256",)
-        raw = "n.raw_sha256" if payload_of else sqlite_literal(self.raw_sha256)
-        offer_id, obs_id = f"n.n + {next_offer - 1}", f"n.n + {first_obs - 1}"
         conn = self.conn
+        shared = (self.raw_sha256, *offer_constants.values(), *obs_constants.values())
+        literals, params = literal_values(conn, shared)
+        raw = "n.raw_sha256" if payload_of else literals[0]
+        offer_literals = literals[1 : 1 + len(offer_constants)]
+        obs_literals = literals[1 + len(offer_constants) :]
+        offer_id, obs_id = f"n.n + {next_offer - 1}", f"n.n + {first_obs - 1}"
         with (
             staged(
-                conn, "stage_attributes", ("aid", *ATTRIBUTES, "fingerprint"), attribute_rows
+                conn,
+                "stage_attributes",
+                ("aid", *ATTRIBUTES, "fingerprint"),
+                attribute_rows,
+                like=(OFFER,),
             ) as a,
-            staged(conn, "stage_price", STAGED_PRICE_COLUMNS, price_rows) as p,
-            staged(conn, "stage_offer", offers, offer_rows, numbered=True) as n,
+            staged(conn, "stage_price", STAGED_PRICE_COLUMNS, price_rows, like=(OBS, OFFER)) as p,
+            staged(
+                conn,
+                "stage_offer",
+                offers,
+                offer_rows,
+                like=(OFFER, OBS),
+                links=("aid", "pid"),
+                numbered=True,
+            ) as n,
         ):
             del offer_rows
-            joined = (  # CROSS JOIN: SQLite walks the offers in id order, looks up the rest
+            # CROSS JOIN: SQLite walks the offers in id order and looks up the rest (it
+            # does not reorder CROSS JOINs). PostgreSQL plans them as inner joins: hash
+            # joins probed by the offers in the order they were copied, which is id
+            # order; sorting them again would cost a sort on disk for nothing (the ids
+            # are computed from n, so the order only matters to index locality).
+            in_order = " ORDER BY n.n" if conn.dialect.name == "sqlite" else ""
+            offers_by_id = f"FROM {n} AS n CROSS JOIN {p} AS p WHERE p.pid = n.pid{in_order}"
+            with_attributes = (
                 f"FROM {n} AS n CROSS JOIN {a} AS a CROSS JOIN {p} AS p "
-                "WHERE a.aid = n.aid AND p.pid = n.pid ORDER BY n.n"
+                f"WHERE a.aid = n.aid AND p.pid = n.pid{in_order}"
             )
             offer_values = (
                 offer_id,
@@ -1302,22 +1326,24 @@ class _Writer:
                 "p.gpu_hour_usd",
                 "p.gpu_hour_usd_e10",
                 obs_id,
-                *map(sqlite_literal, offer_constants.values()),
+                *offer_literals,
             )
             conn.exec_driver_sql(
                 f"INSERT INTO {OFFER.name} ({', '.join((*OFFER_COLUMNS, *offer_constants))}) "
-                f"SELECT {', '.join(offer_values)} {joined}"
+                f"SELECT {', '.join(offer_values)} {with_attributes}",
+                params,
             )
             obs_values = (
                 obs_id,
                 offer_id,
                 *(f"p.{c}" for c in OBS_COLUMNS[2:11]),
                 raw,
-                *map(sqlite_literal, obs_constants.values()),
+                *obs_literals,
             )
             conn.exec_driver_sql(
                 f"INSERT INTO {OBS.name} ({', '.join((*OBS_COLUMNS, *obs_constants))}) "
-                f"SELECT {', '.join(obs_values)} {joined}"
+                f"SELECT {', '.join(obs_values)} {offers_by_id}",
+                params,
             )
 
     def observation_rows(self) -> list[tuple[Any, ...]]:

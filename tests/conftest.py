@@ -68,7 +68,7 @@ def pg_session_url() -> Iterator[str]:
         yield url
 
 
-def _truncate_all(url: str) -> None:
+def truncate_all(url: str) -> None:
     engine = make_engine(url)
     try:
         with engine.begin() as conn:
@@ -95,7 +95,7 @@ def _truncate_all(url: str) -> None:
 
 @pytest.fixture
 def pg_url(pg_session_url: str) -> str:
-    _truncate_all(pg_session_url)
+    truncate_all(pg_session_url)
     return pg_session_url
 
 

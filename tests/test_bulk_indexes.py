@@ -6,6 +6,10 @@ again, from their exact stored DDL, before it commits. These tests hold that not
 else can tell: the schema afterwards is byte for byte the same, readers during the
 ingest see the indexes, a failure or a SIGKILL at any point leaves the indexes (and the
 catalog) as they were, ANALYZE statistics survive, and PostgreSQL is never touched.
+
+Both databases write many new offers through staging tables joined by ``INSERT ...
+SELECT``; these tests also hold that every write path stores the same rows and that a
+failure after the joins leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from service.config import Settings
 from service.db import make_engine, writer
 from service.fx import Rate, store_rates
 from service.ingest import CrawlResult, Payload, ingest
+from tests.conftest import truncate_all
 from tests.factories import OFFER, check_invariants, records
 from tests.kill_server import KillServer
 from tests.test_ingest_kill import SIZE as KILL_SIZE
@@ -156,15 +161,27 @@ def varied(n: int, bump: int = 0) -> list[OfferRecord]:
 
 
 @pytest.mark.parametrize("payloads", ["one", "per-record"])
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 def test_every_bulk_path_stores_the_same_rows(
-    sqlite_template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, payloads: str
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    payloads: str,
+    backend: str,
 ) -> None:
     """The same ingests through each write path (offers bound row by row or staged and
-    joined; indexes kept or rebuilt) leave identical tables, and the outbox gets the
-    same observation rows."""
+    joined; on SQLite, indexes kept or rebuilt) leave identical tables, and the outbox
+    gets the same observation rows."""
     dumps = []
     now = service.ingest.utcnow()
-    paths = [(10**9, 10**9), (100, 10**9), (10**9, 100), (100, 100)]
+    if backend == "sqlite":
+        template: Path = request.getfixturevalue("sqlite_template")
+        paths = [(10**9, 10**9), (100, 10**9), (10**9, 100), (100, 100)]
+    else:
+        pg: str = request.getfixturevalue("pg_session_url")
+        paths = [(10**9, 10**9), (10**9, 100)]  # PostgreSQL never rebuilds indexes
     for rebuild, stage in paths:
         monkeypatch.setattr(service.bulk, "REBUILD_MIN_ROWS", rebuild)
         monkeypatch.setattr(service.ingest, "STAGED_MIN_ROWS", stage)
@@ -175,9 +192,13 @@ def test_every_bulk_path_stores_the_same_rows(
             return enqueue_for_diff(conn, version, diff, when, rows)
 
         monkeypatch.setattr(service.ingest, "enqueue_for_diff", enqueue)
-        path = tmp_path / f"r{rebuild}-s{stage}.db"
-        shutil.copy(sqlite_template, path)
-        url = f"sqlite:///{path}"
+        if backend == "sqlite":
+            path = tmp_path / f"r{rebuild}-s{stage}.db"
+            shutil.copy(template, path)
+            url = f"sqlite:///{path}"
+        else:
+            truncate_all(pg)
+            url = pg
         engine = make_engine(url)
         settings = Settings(database_url=url, environment="test", _env_file=None)  # type: ignore[call-arg]
         with writer(engine).begin() as conn:
@@ -201,10 +222,17 @@ def test_every_bulk_path_stores_the_same_rows(
                     ("unmapped_name", "kind, source, value, occurrences"),  # times: wall clock
                 )
             }
-            kinds = conn.exec_driver_sql(
-                "SELECT typeof(amount), typeof(gpu_count), typeof(bare_metal), "
-                "typeof(gpu_hour_usd_e10), typeof(observation_id) FROM offer"
-            ).all()
+            if backend == "sqlite":
+                kinds = conn.exec_driver_sql(
+                    "SELECT typeof(amount), typeof(gpu_count), typeof(bare_metal), "
+                    "typeof(gpu_hour_usd_e10), typeof(observation_id) FROM offer"
+                ).all()
+            else:  # numerics as stored, scale and all
+                kinds = conn.exec_driver_sql(
+                    "SELECT amount::text, gpu_count::text, vcpus::text, gpu_hour_usd::text "
+                    "FROM offer UNION ALL SELECT amount::text, hourly_amount::text, "
+                    "amount_usd::text, fx_rate::text FROM price_observation"
+                ).all()
         dumps.append((tables, seen, set(kinds)))
         check_invariants(engine)
         engine.dispose()
@@ -213,7 +241,7 @@ def test_every_bulk_path_stores_the_same_rows(
         assert other[2] == dumps[0][2]
     # the outbox is handed identical observations, and the USD figures are there
     assert all(len(d[1]) == 2 for d in dumps)
-    assert [d[1] for d in dumps[1:]] == [dumps[0][1]] * 3
+    assert [d[1] for d in dumps[1:]] == [dumps[0][1]] * (len(paths) - 1)
     offers = dumps[0][0]["offer"]
     assert len(offers) == SIZE + 300
     assert any(row[-2] is not None for row in offers)  # converted prices present
@@ -261,6 +289,47 @@ def test_a_failure_mid_load_keeps_indexes_and_catalog(
     assert result.status.value == "ok" and offer_count(sqlite_engine) == SIZE
     assert schema_indexes(db_path(sqlite_url)) == before
     check_invariants(sqlite_engine)
+
+
+@pytest.mark.postgres
+def test_a_failure_after_the_staged_joins_on_postgres_leaves_nothing(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL's staged load: the staging tables are copied and both joins have
+    written when the ingest fails; nothing stays (neither rows nor staging tables, which
+    live in the transaction), and the same ingest then works on the same connection."""
+    monkeypatch.setattr(service.ingest, "STAGED_MIN_ROWS", 100)
+    engine = make_engine(pg_url, pool_size=1, max_overflow=0)  # one session: temp tables
+    settings = Settings(database_url=pg_url, environment="test", _env_file=None)  # type: ignore[call-arg]
+    staging: list[str] = []
+
+    @contextlib.contextmanager
+    def failing_stage(conn: Connection, name: str, *args: Any, **kw: Any) -> Iterator[str]:
+        with service.bulk.staged(conn, name, *args, **kw) as table:
+            staging.append(table)
+            yield table
+        if name == "stage_attributes":  # left last: after both joins have written
+            raise RuntimeError("injected")
+
+    monkeypatch.setattr(service.ingest, "staged", failing_stage)
+    try:
+        with pytest.raises(RuntimeError, match="injected"):
+            ingest(engine, settings, CrawlResult("acme", records(SIZE)))
+        assert sorted(staging) == ["stage_attributes", "stage_offer", "stage_price"]
+        assert offer_count(engine) == 0
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT count(*) FROM price_observation").scalar() == 0
+            left = conn.exec_driver_sql(
+                "SELECT count(*) FROM pg_class WHERE relpersistence = 't' AND relname IN "
+                "('stage_attributes', 'stage_offer', 'stage_price')"
+            ).scalar()
+            assert left == 0
+        monkeypatch.setattr(service.ingest, "staged", service.bulk.staged)
+        result = ingest(engine, settings, CrawlResult("acme", records(SIZE)))
+        assert result.status.value == "ok" and offer_count(engine) == SIZE
+        check_invariants(engine)
+    finally:
+        engine.dispose()
 
 
 @pytest.mark.parametrize("stage", [100, 10**9], ids=["staged", "rows"])
