@@ -144,8 +144,8 @@ def staged(
     ``INSERT ... SELECT`` stores it as binding it there would. PostgreSQL: the rows are
     copied in (COPY), each column typed as the column of that name in the first of
     ``like`` that has one (``links``, keys of other staged tables, are integers), so a
-    later ``INSERT ... SELECT`` stores exactly what copying
-    the values there would; the table is analyzed for the planner."""
+    later ``INSERT ... SELECT`` stores exactly what copying the values there would; the
+    table is analyzed for the planner and has no index (the joins hash it)."""
     if conn.dialect.name == "postgresql":
         table = name
         key = f"{columns[0]} integer" + (" GENERATED ALWAYS AS IDENTITY" if numbered else "")
