@@ -156,6 +156,9 @@ def varied(n: int, bump: int = 0) -> list[OfferRecord]:
         item["unit"] = ("hour", "month")[i % 4 == 3]
         if i % 11 == 0:
             item["gpu_name_raw"] = f"Mystery GPU {i % 3}"  # unmapped
+        if i % 13 == 0:  # what COPY's text format and SQL literals must escape
+            item["sku"] += "\t\\N 'x' \"y\" \\"
+            item["gpu_name_raw"] = f"Odd\\GPU\t{i % 2}\n%s %% 'q'"
         out.append(OfferRecord.model_validate(item))
     return out
 
@@ -244,6 +247,9 @@ def test_every_bulk_path_stores_the_same_rows(
     assert [d[1] for d in dumps[1:]] == [dumps[0][1]] * (len(paths) - 1)
     offers = dumps[0][0]["offer"]
     assert len(offers) == SIZE + 300
+    stored = {value for row in offers for value in row if isinstance(value, str)}
+    assert "Odd\\GPU\t1\n%s %% 'q'" in stored  # escaped on the way in, exact on the way out
+    assert any(value.endswith("\t\\N 'x' \"y\" \\") for value in stored)
     assert any(row[-2] is not None for row in offers)  # converted prices present
     raw = {row[-1] for row in dumps[0][0]["price_observation"]}
     assert len(raw) == (4 if payloads == "per-record" else 1)
