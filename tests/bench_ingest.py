@@ -7,6 +7,12 @@ inserted by one raw ``executemany`` on the same database kind.
 Besides wall time it prints this process's CPU time: on a shared machine the wall time
 of one step swings with the load of its neighbours, its CPU time much less (PostgreSQL's
 own work runs in the server and only shows in the wall time).
+
+Each backend runs ``GPUATLAS_BENCH_ROUNDS`` rounds (default 3), each on a fresh
+database: first ingest, unchanged re-ingest, 5 %-changed re-ingest, floor. A step's line
+gives the median round (offers/s from it) and the fastest and slowest; the ratio to the
+floor is taken within each round (both measured minutes apart at most) and its median
+printed, with every round's.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from service.ingest import CrawlResult, ingest
 from service.migrate import upgrade
 
 N = int(os.environ.get("GPUATLAS_BENCH_OFFERS", "200000"))
+ROUNDS = max(1, int(os.environ.get("GPUATLAS_BENCH_ROUNDS", "3")))
 GPUS = ["H100 SXM", "A100 80GB", "L40S", "H200", "MI300X", "T4", "L4", "B200"]
 
 
@@ -92,12 +99,19 @@ class Figure:
     bytes_added: int
     cpu_seconds: float = 0.0
 
-    def line(self, n: int) -> str:
-        rate = n / self.seconds if self.seconds else float("inf")
-        return (
-            f"  {self.label:<28} {self.seconds:8.3f} s  {rate:12,.0f} offers/s  "
-            f"{self.bytes_added / 1024:12,.1f} KiB added  (client CPU {self.cpu_seconds:.3f} s)"
-        )
+
+def line(rounds: list[Figure], n: int) -> str:
+    """One step over every round: the median round's figures, then the fastest and
+    slowest round (KiB added is the median round's; rounds add the same rows)."""
+    ordered = sorted(rounds, key=lambda f: f.seconds)
+    mid = ordered[(len(ordered) - 1) // 2]
+    rate = n / mid.seconds if mid.seconds else float("inf")
+    spread = f"  [{ordered[0].seconds:.3f}–{ordered[-1].seconds:.3f} s]" if len(ordered) > 1 else ""
+    return (
+        f"  {mid.label:<28} {mid.seconds:8.3f} s  {rate:12,.0f} offers/s  "
+        f"{mid.bytes_added / 1024:12,.1f} KiB added  (client CPU {mid.cpu_seconds:.3f} s)"
+        f"{spread}"
+    )
 
 
 def db_bytes(engine: Engine, sqlite_path: Path | None) -> int:
@@ -122,6 +136,7 @@ def timed(label: str, engine: Engine, sqlite_path: Path | None, func: Any) -> Fi
 
 
 def run_backend(name: str, url: str, sqlite_path: Path | None) -> list[Figure]:
+    """One round on a fresh database at ``url``: the three ingests, then the floor."""
     upgrade(url)
     engine = make_engine(url)
     settings = Settings(
@@ -130,8 +145,7 @@ def run_backend(name: str, url: str, sqlite_path: Path | None) -> list[Figure]:
         _env_file=None,  # type: ignore[call-arg]
         max_price_factor=Decimal(1000),
     )
-    first = synthetic(N)
-    changed = synthetic(N, changed_share=0.05)
+    first, changed = RECORDS["first"], RECORDS["changed"]
     figures = [
         timed(
             "first ingest",
@@ -222,30 +236,43 @@ def floor(
     return timed("floor: raw executemany", engine, sqlite_path, go)
 
 
+RECORDS: dict[str, list[OfferRecord]] = {}
+
+
 def main() -> None:
-    print(f"ingest benchmark: {N:,} offers (40 providers), pre-validated OfferRecords")
-    results: dict[str, list[Figure]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "bench.db"
-        results["SQLite"] = run_backend("sqlite", f"sqlite:///{path}", path)
+    print(
+        f"ingest benchmark: {N:,} offers (40 providers), pre-validated OfferRecords, "
+        f"{ROUNDS} round(s) per database"
+    )
+    RECORDS["first"] = synthetic(N)
+    RECORDS["changed"] = synthetic(N, changed_share=0.05)
+    results: dict[str, list[list[Figure]]] = {"SQLite": []}
     pg = os.environ.get("GPUATLAS_TEST_POSTGRES_URL")
     if pg:
-        from service.db import normalize_url
-        from tests.pg import create_pg_database, drop_pg_database
+        results["PostgreSQL"] = []
+    for _ in range(ROUNDS):  # the databases take turns: a slow minute hits both alike
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "bench.db"
+            results["SQLite"].append(run_backend("sqlite", f"sqlite:///{path}", path))
+        if pg:
+            from service.db import normalize_url
+            from tests.pg import create_pg_database, drop_pg_database
 
-        admin = normalize_url(pg)
-        url = create_pg_database(admin)
-        try:
-            results["PostgreSQL"] = run_backend("postgresql", url, None)
-        finally:
-            drop_pg_database(admin, url)
-    for backend, figures in results.items():
+            admin = normalize_url(pg)
+            url = create_pg_database(admin)
+            try:
+                results["PostgreSQL"].append(run_backend("postgresql", url, None))
+            finally:
+                drop_pg_database(admin, url)
+    for backend, rounds in results.items():
         print(f"\n{backend}")
-        for figure in figures:
-            print(figure.line(N))
-        first, floor_figure = figures[0], figures[-1]
+        for step in range(len(rounds[0])):
+            print(line([figures[step] for figures in rounds], N))
+        ratios = sorted(figures[0].seconds / figures[-1].seconds for figures in rounds)
         print(
-            f"  first ingest / raw executemany floor: {first.seconds / floor_figure.seconds:.2f}x"
+            "  first ingest / raw executemany floor, within each round: "
+            f"median {ratios[(len(ratios) - 1) // 2]:.2f}x "
+            f"({', '.join(f'{r:.2f}x' for r in ratios)})"
         )
 
 
