@@ -1,0 +1,40 @@
+"""`make bench`'s ingest benchmark runs and reports every step of every round.
+
+Nothing about time is asserted (benchmarks measure; the suite checks that they still
+run): a small source, two rounds, SQLite and, when configured, PostgreSQL."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import tests.bench_ingest as bench
+from tests.conftest import PG_URL
+
+STEPS = ("first ingest", "unchanged re-ingest", "5 %-changed re-ingest", "floor: raw executemany")
+
+
+def test_the_ingest_benchmark_reports_every_step_in_rounds(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(bench, "N", 400)
+    monkeypatch.setattr(bench, "ROUNDS", 2)
+    if not PG_URL:
+        monkeypatch.delenv("GPUATLAS_TEST_POSTGRES_URL", raising=False)
+    bench.main()
+    out = capsys.readouterr().out
+    backends = ["SQLite", "PostgreSQL"] if PG_URL else ["SQLite"]
+    sections = re.split(r"^(SQLite|PostgreSQL)$", out, flags=re.M)
+    assert list(sections[1::2]) == backends
+    for body in sections[2::2]:
+        for step in STEPS:
+            match = re.search(
+                rf"^  {re.escape(step)} +[\d.]+ s +[\d,]+ offers/s +-?[\d,.]+ KiB added +"
+                r"\(client CPU [\d.]+ s\)  \[[\d.]+–[\d.]+ s\]$",
+                body,
+                flags=re.M,
+            )
+            assert match, (step, body)
+        ratio = re.search(r"within each round: median [\d.]+x \(([\d.]+x, [\d.]+x)\)$", body, re.M)
+        assert ratio, body
