@@ -30,9 +30,10 @@ from sqlalchemy import Engine, text
 
 from schema.records import OfferRecord
 from service.config import Settings
-from service.db import make_engine
+from service.db import make_engine, normalize_url
 from service.ingest import CrawlResult, ingest
 from service.migrate import upgrade
+from tests.pg import create_pg_database, drop_pg_database
 
 N = int(os.environ.get("GPUATLAS_BENCH_OFFERS", "200000"))
 ROUNDS = max(1, int(os.environ.get("GPUATLAS_BENCH_ROUNDS", "3")))
@@ -135,7 +136,13 @@ def timed(label: str, engine: Engine, sqlite_path: Path | None, func: Any) -> Fi
     return Figure(label, seconds, db_bytes(engine, sqlite_path) - before, cpu)
 
 
-def run_backend(name: str, url: str, sqlite_path: Path | None) -> list[Figure]:
+def run_backend(
+    name: str,
+    url: str,
+    sqlite_path: Path | None,
+    first: list[OfferRecord],
+    changed: list[OfferRecord],
+) -> list[Figure]:
     """One round on a fresh database at ``url``: the three ingests, then the floor."""
     upgrade(url)
     engine = make_engine(url)
@@ -145,7 +152,6 @@ def run_backend(name: str, url: str, sqlite_path: Path | None) -> list[Figure]:
         _env_file=None,  # type: ignore[call-arg]
         max_price_factor=Decimal(1000),
     )
-    first, changed = RECORDS["first"], RECORDS["changed"]
     figures = [
         timed(
             "first ingest",
@@ -211,8 +217,6 @@ def floor(
         import psycopg
         from sqlalchemy.engine import make_url
 
-        from service.db import normalize_url
-
         u = make_url(normalize_url(url))
 
         def go() -> None:
@@ -236,32 +240,25 @@ def floor(
     return timed("floor: raw executemany", engine, sqlite_path, go)
 
 
-RECORDS: dict[str, list[OfferRecord]] = {}
-
-
 def main() -> None:
     print(
         f"ingest benchmark: {N:,} offers (40 providers), pre-validated OfferRecords, "
         f"{ROUNDS} round(s) per database"
     )
-    RECORDS["first"] = synthetic(N)
-    RECORDS["changed"] = synthetic(N, changed_share=0.05)
+    records = synthetic(N), synthetic(N, changed_share=0.05)
     results: dict[str, list[list[Figure]]] = {"SQLite": []}
     pg = os.environ.get("GPUATLAS_TEST_POSTGRES_URL")
-    if pg:
+    admin = normalize_url(pg) if pg else None
+    if admin:
         results["PostgreSQL"] = []
     for _ in range(ROUNDS):  # the databases take turns: a slow minute hits both alike
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "bench.db"
-            results["SQLite"].append(run_backend("sqlite", f"sqlite:///{path}", path))
-        if pg:
-            from service.db import normalize_url
-            from tests.pg import create_pg_database, drop_pg_database
-
-            admin = normalize_url(pg)
+            results["SQLite"].append(run_backend("sqlite", f"sqlite:///{path}", path, *records))
+        if admin:
             url = create_pg_database(admin)
             try:
-                results["PostgreSQL"].append(run_backend("postgresql", url, None))
+                results["PostgreSQL"].append(run_backend("postgresql", url, None, *records))
             finally:
                 drop_pg_database(admin, url)
     for backend, rounds in results.items():

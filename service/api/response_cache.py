@@ -33,7 +33,6 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -42,13 +41,7 @@ from typing import Any
 import anyio.to_thread
 from sqlalchemy import Engine
 
-from service.api.conditional import content_etag
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+from service.api.conditional import ASGIApp, Message, Receive, Scope, Send, content_etag
 
 CACHEABLE = re.compile(
     r"/v1/(offers(/\d+)?|eligible-providers|tco|versions|diff|changes|gpus(/[^/]+)?"
