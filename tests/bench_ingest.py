@@ -4,15 +4,22 @@ Measures, in one run and side by side: first ingest, unchanged re-ingest, 5 %-ch
 re-ingest (offers/s, seconds, database bytes added), and the floor: the same rows
 inserted by one raw ``executemany`` on the same database kind.
 
+The source is shaped like a large provider's catalog: 40 providers, each with its
+instance types (SKUs) offered in 25 regions (each in a country) under three price kinds,
+so 75 offers per SKU (2,680 SKUs in all), on a database holding the reference data and
+the ECB rates (GPU names resolve, euro prices get their USD figures). A last step per
+round ingests the worst shape for the SKU registry into a fresh database: the same
+number of offers, each its own SKU.
+
 Besides wall time it prints this process's CPU time: on a shared machine the wall time
 of one step swings with the load of its neighbours, its CPU time much less (PostgreSQL's
 own work runs in the server and only shows in the wall time).
 
-Each backend runs ``GPUATLAS_BENCH_ROUNDS`` rounds (default 3), each on a fresh
-database: first ingest, unchanged re-ingest, 5 %-changed re-ingest, floor. A step's line
-gives the median round (offers/s from it) and the fastest and slowest; the ratio to the
-floor is taken within each round (both measured minutes apart at most) and its median
-printed, with every round's.
+Each backend runs ``GPUATLAS_BENCH_ROUNDS`` rounds (default 3), each on fresh
+databases: first ingest, unchanged re-ingest, 5 %-changed re-ingest, floor, then the
+one-offer-per-SKU first ingest. A step's line gives the median round (offers/s from
+it) and the fastest and slowest; the ratio to the floor is taken within each round
+(both measured minutes apart at most) and its median printed, with every round's.
 """
 
 from __future__ import annotations
@@ -21,51 +28,83 @@ import os
 import sqlite3
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, text
 
+from crawlers.registry import all_sources
 from schema.records import OfferRecord
-from service.config import Settings
+from service.config import REFERENCE_DIR, Settings
+from service.crawl import crawl_source
 from service.db import make_engine, normalize_url
 from service.ingest import CrawlResult, ingest
 from service.migrate import upgrade
+from service.reference import load_reference
+from service.seed import seed_files
 from tests.pg import create_pg_database, drop_pg_database
 
 N = int(os.environ.get("GPUATLAS_BENCH_OFFERS", "200000"))
 ROUNDS = max(1, int(os.environ.get("GPUATLAS_BENCH_ROUNDS", "3")))
 GPUS = ["H100 SXM", "A100 80GB", "L40S", "H200", "MI300X", "T4", "L4", "B200"]
+PROVIDERS, REGIONS = 40, 25
+COUNTRIES = ["DE", "FR", "NL", "FI", "SE", "IE", "GB", "US", "CA", "JP", "SG", "IN", "AU"]
+KINDS = ("on_demand", "spot", "reserved_1y")
+SKU_PER_OFFER = "first ingest, 1 offer per SKU"
+FLOOR = 3
+"""The floor's position among a round's figures."""
 
 
-def synthetic(n: int, changed_share: float = 0.0, seed_shift: int = 0) -> list[OfferRecord]:
+T = TypeVar("T")
+
+
+def synthetic(
+    n: int, changed_share: float = 0.0, seed_shift: int = 0, *, sku_per_offer: bool = False
+) -> list[OfferRecord]:
+    """``n`` offers: record ``i`` is provider ``i % 40``'s; in the catalog shape (the
+    default) its region is ``(i // 40) % 25``, its price kind ``(i // 1000) % 3`` and its
+    SKU ``i // 3000`` (a mixed radix, so every offer is distinct), and the SKU fixes the
+    GPU, GPU count, vCPUs and memory. With ``sku_per_offer`` every record is its own SKU
+    (the shape of the earlier rounds of this benchmark). Every ``1 / changed_share``-th
+    price moves by a cent."""
+    from schema.enums import PriceKind, PricePer, Unit
+
     step = int(1 / changed_share) if changed_share else 0
+    kinds = [PriceKind(k) for k in KINDS]
     out = []
     construct = OfferRecord.model_construct  # already-valid records, as the pipeline delivers
     for i in range(n):
+        provider = i % PROVIDERS
+        if sku_per_offer:
+            sku, region, kind, shape = i // PROVIDERS, i % REGIONS, i % 3, i
+        else:
+            sku, region, kind = i // 3000, (i // PROVIDERS) % REGIONS, (i // 1000) % 3
+            shape = sku + provider
+        count = Decimal(1 + shape % 8)
         amount = Decimal(100 + (i * 37) % 9000) / 100
         if step and i % step == 0:
             amount += Decimal("0.01") * (1 + seed_shift)
         out.append(
             construct(
-                provider=f"p{i % 40}",
+                provider=f"p{provider}",
                 source="bench",
-                sku=f"sku-{i // 40}",
+                sku=f"sku-{sku}",
                 gpu_model=None,
-                gpu_name_raw=GPUS[i % len(GPUS)],
-                gpu_count=Decimal(1 + i % 8),
+                gpu_name_raw=GPUS[shape % len(GPUS)],
+                gpu_count=count,
                 gpu_memory_gb=None,
-                vcpus=Decimal(8),
-                memory_gb=Decimal(64),
-                region=f"region-{i % 25}",
-                country="DE",
-                price_kind=_kind(i),
-                unit=_unit(),
-                price_per=_per(),
+                vcpus=count * 8,
+                memory_gb=count * 64,
+                region=f"region-{region}",
+                country=COUNTRIES[region % len(COUNTRIES)],
+                price_kind=kinds[kind],
+                unit=Unit.hour,
+                price_per=PricePer.instance,
                 amount=amount,
-                currency="USD" if i % 3 else "EUR",
+                currency="EUR" if provider % 3 == 0 else "USD",
                 source_url=None,
                 bare_metal=None,
                 price_floor=False,
@@ -73,24 +112,6 @@ def synthetic(n: int, changed_share: float = 0.0, seed_shift: int = 0) -> list[O
             )
         )
     return out
-
-
-def _kind(i: int) -> Any:
-    from schema.enums import PriceKind
-
-    return (PriceKind.on_demand, PriceKind.spot, PriceKind.reserved_1y)[i % 3]
-
-
-def _unit() -> Any:
-    from schema.enums import Unit
-
-    return Unit.hour
-
-
-def _per() -> Any:
-    from schema.enums import PricePer
-
-    return PricePer.instance
 
 
 @dataclass
@@ -109,7 +130,7 @@ def line(rounds: list[Figure], n: int) -> str:
     rate = n / mid.seconds if mid.seconds else float("inf")
     spread = f"  [{ordered[0].seconds:.3f}–{ordered[-1].seconds:.3f} s]" if len(ordered) > 1 else ""
     return (
-        f"  {mid.label:<28} {mid.seconds:8.3f} s  {rate:12,.0f} offers/s  "
+        f"  {mid.label:<30} {mid.seconds:8.3f} s  {rate:12,.0f} offers/s  "
         f"{mid.bytes_added / 1024:12,.1f} KiB added  (client CPU {mid.cpu_seconds:.3f} s)"
         f"{spread}"
     )
@@ -136,14 +157,9 @@ def timed(label: str, engine: Engine, sqlite_path: Path | None, func: Any) -> Fi
     return Figure(label, seconds, db_bytes(engine, sqlite_path) - before, cpu)
 
 
-def run_backend(
-    name: str,
-    url: str,
-    sqlite_path: Path | None,
-    first: list[OfferRecord],
-    changed: list[OfferRecord],
-) -> list[Figure]:
-    """One round on a fresh database at ``url``: the three ingests, then the floor."""
+def prepared(url: str) -> tuple[Engine, Settings]:
+    """A fresh database at ``url``, migrated, with the reference data and the ECB rates
+    (the bundled fixtures, through the real crawl path), as a running catalog has them."""
     upgrade(url)
     engine = make_engine(url)
     settings = Settings(
@@ -152,6 +168,23 @@ def run_backend(
         _env_file=None,  # type: ignore[call-arg]
         max_price_factor=Decimal(1000),
     )
+    load_reference(engine, REFERENCE_DIR)
+    report = crawl_source(engine, settings, "ecb", from_files=seed_files(all_sources()["ecb"]))
+    if report.status != "ok":
+        raise RuntimeError(f"the ECB fixture did not load: {report.status} {report.reason}")
+    return engine, settings
+
+
+def run_backend(
+    name: str,
+    url: str,
+    sqlite_path: Path | None,
+    first: list[OfferRecord],
+    changed: list[OfferRecord],
+) -> list[Figure]:
+    """One round's catalog steps on a fresh database at ``url``: the three ingests,
+    then the floor."""
+    engine, settings = prepared(url)
     figures = [
         timed(
             "first ingest",
@@ -175,6 +208,19 @@ def run_backend(
     figures.append(floor(name, url, engine, sqlite_path, first))
     engine.dispose()
     return figures
+
+
+def run_sku_per_offer(url: str, sqlite_path: Path | None, records: list[OfferRecord]) -> Figure:
+    """The first ingest of a source whose every offer is its own SKU, on a fresh database."""
+    engine, settings = prepared(url)
+    figure = timed(
+        SKU_PER_OFFER,
+        engine,
+        sqlite_path,
+        lambda: ingest(engine, settings, CrawlResult("bench", records)),
+    )
+    engine.dispose()
+    return figure
 
 
 def floor(
@@ -242,10 +288,11 @@ def floor(
 
 def main() -> None:
     print(
-        f"ingest benchmark: {N:,} offers (40 providers), pre-validated OfferRecords, "
-        f"{ROUNDS} round(s) per database"
+        f"ingest benchmark: {N:,} offers ({PROVIDERS} providers, {REGIONS} regions, "
+        f"{len(KINDS)} price kinds), pre-validated OfferRecords, {ROUNDS} round(s) per database"
     )
     records = synthetic(N), synthetic(N, changed_share=0.05)
+    wide = synthetic(N, sku_per_offer=True)
     results: dict[str, list[list[Figure]]] = {"SQLite": []}
     pg = os.environ.get("GPUATLAS_TEST_POSTGRES_URL")
     admin = normalize_url(pg) if pg else None
@@ -253,24 +300,33 @@ def main() -> None:
         results["PostgreSQL"] = []
     for _ in range(ROUNDS):  # the databases take turns: a slow minute hits both alike
         with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "bench.db"
-            results["SQLite"].append(run_backend("sqlite", f"sqlite:///{path}", path, *records))
+            path, other = Path(tmp) / "bench.db", Path(tmp) / "wide.db"
+            figures = run_backend("sqlite", f"sqlite:///{path}", path, *records)
+            figures.append(run_sku_per_offer(f"sqlite:///{other}", other, wide))
+            results["SQLite"].append(figures)
         if admin:
-            url = create_pg_database(admin)
-            try:
-                results["PostgreSQL"].append(run_backend("postgresql", url, None, *records))
-            finally:
-                drop_pg_database(admin, url)
+            figures = on_fresh_pg(admin, lambda url: run_backend("postgresql", url, None, *records))
+            figures.append(on_fresh_pg(admin, lambda url: run_sku_per_offer(url, None, wide)))
+            results["PostgreSQL"].append(figures)
     for backend, rounds in results.items():
         print(f"\n{backend}")
         for step in range(len(rounds[0])):
             print(line([figures[step] for figures in rounds], N))
-        ratios = sorted(figures[0].seconds / figures[-1].seconds for figures in rounds)
+        ratios = sorted(figures[0].seconds / figures[FLOOR].seconds for figures in rounds)
         print(
             "  first ingest / raw executemany floor, within each round: "
             f"median {ratios[(len(ratios) - 1) // 2]:.2f}x "
             f"({', '.join(f'{r:.2f}x' for r in ratios)})"
         )
+
+
+def on_fresh_pg(admin: str, step: Callable[[str], T]) -> T:
+    """``step`` on a new PostgreSQL database next to ``admin``'s, dropped afterwards."""
+    url = create_pg_database(admin)
+    try:
+        return step(url)
+    finally:
+        drop_pg_database(admin, url)
 
 
 if __name__ == "__main__":

@@ -12,13 +12,19 @@ import pytest
 import tests.bench_ingest as bench
 from tests.conftest import PG_URL
 
-STEPS = ("first ingest", "unchanged re-ingest", "5 %-changed re-ingest", "floor: raw executemany")
+STEPS = (
+    "first ingest",
+    "unchanged re-ingest",
+    "5 %-changed re-ingest",
+    "floor: raw executemany",
+    "first ingest, 1 offer per SKU",
+)
 
 
 def test_the_ingest_benchmark_reports_every_step_in_rounds(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(bench, "N", 400)
+    monkeypatch.setattr(bench, "N", 3200)  # more than one SKU per provider
     monkeypatch.setattr(bench, "ROUNDS", 2)
     if not PG_URL:
         monkeypatch.delenv("GPUATLAS_TEST_POSTGRES_URL", raising=False)
@@ -38,3 +44,18 @@ def test_the_ingest_benchmark_reports_every_step_in_rounds(
             assert match, (step, body)
         ratio = re.search(r"within each round: median [\d.]+x \(([\d.]+x, [\d.]+x)\)$", body, re.M)
         assert ratio, body
+
+
+def test_the_catalog_shape_offers_each_sku_in_every_region_and_price_kind() -> None:
+    records = bench.synthetic(6000)
+    keys = {(r.provider, r.sku, r.region, r.price_kind) for r in records}
+    assert len(keys) == len(records)  # every offer distinct
+    skus: dict[tuple[str, str], list[bench.OfferRecord]] = {}
+    for r in records:
+        skus.setdefault((r.provider, r.sku), []).append(r)
+    assert len(skus) == 80  # 40 providers x 2 SKUs
+    for offers in skus.values():
+        assert len(offers) == bench.REGIONS * len(bench.KINDS)
+        assert len({(o.gpu_name_raw, o.gpu_count, o.vcpus, o.memory_gb) for o in offers}) == 1
+    wide = bench.synthetic(6000, sku_per_offer=True)
+    assert len({(r.provider, r.sku) for r in wide}) == len(wide)
