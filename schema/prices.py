@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from decimal import Decimal
 
-from sqlalchemy import BigInteger, Index, UniqueConstraint
+from sqlalchemy import BigInteger, Index, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 from schema.base import metadata  # noqa: F401
@@ -92,11 +92,23 @@ class Offer(SQLModel, table=True):
     withdrawn_version: int | None = None
 
 
+VERSION_TO_SET = text("version_to IS NOT NULL")
+
+
 class PriceObservation(SQLModel, table=True):
     """One price of one offer over [valid_from, valid_to); valid_to null = current."""
 
     __tablename__ = "price_observation"
-    __table_args__ = (Index("ix_price_observation_offer_valid", "offer_id", "valid_from"),)
+    __table_args__ = (
+        Index("ix_price_observation_offer_valid", "offer_id", "valid_from"),
+        # null while the observation is in force (most rows); read only for closed ones
+        Index(
+            "ix_price_observation_version_to",
+            "version_to",
+            sqlite_where=VERSION_TO_SET,
+            postgresql_where=VERSION_TO_SET,
+        ),
+    )
 
     id: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
     offer_id: int = Field(foreign_key="offer.id")
@@ -112,6 +124,6 @@ class PriceObservation(SQLModel, table=True):
     valid_from: datetime = Field(sa_type=UTCDateTime)
     valid_to: datetime | None = Field(default=None, sa_type=UTCDateTime)
     version_from: int = Field(index=True)
-    version_to: int | None = Field(default=None, index=True)
+    version_to: int | None = None
     crawl_run_id: int = Field(foreign_key="crawl_run.id")
     raw_sha256: str | None = Field(default=None, max_length=64)

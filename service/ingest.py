@@ -28,7 +28,7 @@ from sqlalchemy import Connection, Engine, func, insert, select, text, update
 
 from schema.catalog import GpuAlias, GpuModel, InstanceType, Provider, Region
 from schema.crawl import CrawlRun, CrawlRunPayload, RawPayload, RejectedRecord, UnmappedName
-from schema.enums import CrawlStatus, OfferStatus, UnmappedKind
+from schema.enums import CrawlStatus, OfferStatus, PricePer, UnmappedKind
 from schema.names import gpu_alias_key
 from schema.prices import CatalogVersion, Offer, PriceObservation, sort_key_e10
 from schema.records import OfferRecord, describe_validation_error
@@ -1043,6 +1043,7 @@ class _Writer:
         self._next_obs = (conn.execute(select(func.max(OBS.c.id))).scalar() or 0) + 1
         self._fx_cache: dict[str, Any] = {}
         self._prices: dict[tuple[Any, ...], _Price] = {}
+        self._bases: dict[tuple[Any, ...], tuple[tuple[Any, ...], Decimal | None]] = {}
         self.bind = bulk_binder(conn)
         self.stamp = self.bind(now)
         self._binds_text = conn.dialect.name == "sqlite"
@@ -1070,8 +1071,11 @@ class _Writer:
         the outbox reads) and the offer's (amount, currency, USD per GPU-hour and its
         sort key).
 
-        Memoized on :func:`_price_key`: every figure is rounded and normalized by
-        :func:`q`, so equal inputs give identical results whatever their decimal
+        Memoized on :func:`_price_key`, in two levels: what does not depend on the GPU
+        count (the hourly amount of a per-instance price, the USD figures, the FX rate)
+        is shared by every GPU count of one amount, unit and currency, so a catalog's
+        SKUs of one list price convert it once. Every figure is rounded and normalized
+        by :func:`q`, so equal inputs give identical results whatever their decimal
         spelling (and the bound amount is canonical text on SQLite, an equal NUMERIC on
         PostgreSQL)."""
         memo_key = _price_key(fields)
@@ -1079,12 +1083,35 @@ class _Writer:
         if price is not None:
             return price
         amount, unit, per, gpu_count, currency = memo_key
+        per_gpu = per == PricePer.gpu
+        base_key = (amount, unit, currency, gpu_count if per_gpu else None)
+        base = self._bases.get(base_key)
+        if base is None:
+            base = self._bases[base_key] = self._base(amount, unit, per, gpu_count, currency)
+        observed, hourly_usd = base
+        if hourly_usd is None:
+            gpu_usd = None
+        else:
+            gpu_usd = gpu_hourly(hourly_usd, gpu_count)
+            observed = (*observed[:5], gpu_usd, *observed[6:])
+        price = self._prices[memo_key] = (
+            observed,
+            (observed[0], currency, self.bind(gpu_usd), sort_key_e10(gpu_usd)),
+        )
+        return price
+
+    def _base(
+        self, amount: Decimal, unit: Any, per: Any, gpu_count: Decimal, currency: str
+    ) -> tuple[tuple[Any, ...], Decimal | None]:
+        """The figures of a price that do not depend on its GPU count (unless the price
+        is per GPU): the observation's as bound, USD per GPU-hour left None, and the USD
+        hourly amount it is computed from (None without an FX rate)."""
         hourly = instance_hourly(amount, unit, per, gpu_count)
         if currency not in self._fx_cache:
             self._fx_cache[currency] = self.fx.to_usd(currency, self.now.date())
         conversion = self._fx_cache[currency]
         if conversion is None:
-            usd = hourly_usd = gpu_usd = rate = rate_date = rate_source = None
+            usd = hourly_usd = rate = rate_date = rate_source = None
         else:
             rate, rate_date, rate_source = (
                 conversion.usd_per_unit,
@@ -1093,23 +1120,19 @@ class _Writer:
             )
             usd = q(amount * rate)
             hourly_usd = q(hourly * rate)
-            gpu_usd = gpu_hourly(hourly_usd, gpu_count)
         bind = self.bind
-        price = self._prices[memo_key] = (
-            (
-                bind(amount),
-                currency,
-                bind(hourly),
-                bind(usd),
-                bind(hourly_usd),
-                gpu_usd,
-                bind(rate),
-                bind(rate_date),
-                rate_source,
-            ),
-            (bind(amount), currency, bind(gpu_usd), sort_key_e10(gpu_usd)),
+        observed = (
+            bind(amount),
+            currency,
+            bind(hourly),
+            bind(usd),
+            bind(hourly_usd),
+            None,
+            bind(rate),
+            bind(rate_date),
+            rate_source,
         )
-        return price
+        return observed, hourly_usd
 
     def _payload_of(self, record: OfferRecord) -> str | None:
         return self.record_payloads.get(id(record), self.raw_sha256)

@@ -274,6 +274,57 @@ def test_monthly_and_per_gpu_prices_give_per_gpu_hour(engine: Engine, settings: 
     assert rows[3].hourly_amount == Decimal("10") and rows[3].gpu_hour_usd == Decimal("10")
 
 
+def test_one_list_price_over_gpu_counts_bases_and_units_gives_each_its_figures(
+    engine: Engine, settings: Settings
+) -> None:
+    """Prices sharing an amount and currency share their conversion (a memo keyed
+    without the GPU count): every stored figure still matches its own record."""
+    with writer(engine).begin() as conn:
+        store_rates(conn, [Rate(date(2026, 3, 3), "USD", Decimal("1.1"))], "ecb", None)
+    hours = {"hour": Decimal(1), "month": Decimal(730)}
+    kinds = {"hour": "on_demand", "month": "monthly"}
+    combos = [
+        (count, per, currency, unit)
+        for count in ("1", "2", "8", "0.5", "8.0")
+        for per in ("instance", "gpu")
+        for currency in ("EUR", "USD")
+        for unit in ("hour", "month")
+    ]
+    recs = [
+        record(
+            i,
+            amount="24.00" if i % 2 else "24",
+            gpu_count=count,
+            price_per=per,
+            currency=currency,
+            unit=unit,
+            price_kind=kinds[unit],
+        )
+        for i, (count, per, currency, unit) in enumerate(combos)
+    ]
+    ingest(engine, settings, crawl(recs), now=datetime(2026, 3, 3, 12, tzinfo=UTC))
+    with engine.connect() as conn:
+        rows = {r.offer_id: r for r in conn.execute(select(OBS))}
+        offers = {r.id: r for r in conn.execute(select(OFFER))}
+    assert len(rows) == len(combos)
+    ten = Decimal("1e-10")
+    ids = {offer.sku: offer_id for offer_id, offer in offers.items()}
+    for i, (count, per, currency, unit) in enumerate(combos):
+        offer_id = ids[f"gpu-{i}"]
+        gpus = Decimal(count)
+        hourly = (Decimal(24) / hours[unit] * (gpus if per == "gpu" else 1)).quantize(ten)
+        rate = Decimal("1.1") if currency == "EUR" else Decimal(1)
+        gpu_hour = ((hourly * rate).quantize(ten) / gpus).quantize(ten)
+        row = rows[offer_id]
+        assert (row.amount, row.currency, row.fx_rate) == (Decimal(24), currency, rate)
+        assert row.hourly_amount == hourly, (count, per, currency, unit)
+        assert row.amount_usd == (Decimal(24) * rate).quantize(ten)
+        assert row.hourly_usd == (hourly * rate).quantize(ten)
+        assert row.gpu_hour_usd == gpu_hour, (count, per, currency, unit)
+        assert offers[offer_id].gpu_hour_usd == gpu_hour
+        assert offers[offer_id].gpu_hour_usd_e10 == int(gpu_hour.scaleb(10))
+
+
 def test_sources_are_independent(engine: Engine, settings: Settings) -> None:
     ingest(engine, settings, crawl(records(5)))
     ingest(engine, settings, crawl(records(3, source="peer:acme"), source="peer:acme"))
