@@ -136,6 +136,18 @@ def line(rounds: list[Figure], n: int) -> str:
     )
 
 
+def reference_loop() -> float:
+    """Seconds of a fixed pure-Python workload (tuples, a dict, string joins): the
+    machine's momentary speed for the kind of work an ingest does, printed beside the
+    figures so that runs minutes or sessions apart can be read against each other."""
+    start = time.perf_counter()
+    seen: dict[tuple[int, str], str] = {}
+    for i in range(1_000_000):
+        key = (i % 5000, "sku")
+        seen[key] = "\x1f".join(("p", str(i), "region"))
+    return time.perf_counter() - start
+
+
 def db_bytes(engine: Engine, sqlite_path: Path | None) -> int:
     if sqlite_path is not None:
         with engine.connect() as conn:
@@ -298,7 +310,9 @@ def main() -> None:
     admin = normalize_url(pg) if pg else None
     if admin:
         results["PostgreSQL"] = []
+    loops: list[float] = []
     for _ in range(ROUNDS):  # the databases take turns: a slow minute hits both alike
+        loops.append(reference_loop())
         with tempfile.TemporaryDirectory() as tmp:
             path, other = Path(tmp) / "bench.db", Path(tmp) / "wide.db"
             figures = run_backend("sqlite", f"sqlite:///{path}", path, *records)
@@ -308,6 +322,11 @@ def main() -> None:
             figures = on_fresh_pg(admin, lambda url: run_backend("postgresql", url, None, *records))
             figures.append(on_fresh_pg(admin, lambda url: run_sku_per_offer(url, None, wide)))
             results["PostgreSQL"].append(figures)
+    loops.sort()
+    print(
+        f"\nmachine: reference loop {loops[(len(loops) - 1) // 2]:.3f} s, median of the rounds "
+        f"[{loops[0]:.3f}–{loops[-1]:.3f} s] (the same pure-Python work every run: lower is faster)"
+    )
     for backend, rounds in results.items():
         print(f"\n{backend}")
         for step in range(len(rounds[0])):

@@ -31,6 +31,9 @@ def test_the_ingest_benchmark_reports_every_step_in_rounds(
     bench.main()
     out = capsys.readouterr().out
     backends = ["SQLite", "PostgreSQL"] if PG_URL else ["SQLite"]
+    assert re.search(
+        r"^machine: reference loop [\d.]+ s, median of the rounds \[[\d.]+–[\d.]+ s\]", out, re.M
+    )
     sections = re.split(r"^(SQLite|PostgreSQL)$", out, flags=re.M)
     assert list(sections[1::2]) == backends
     for body in sections[2::2]:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, select
 
+import service.ingest
 from service.config import Settings
 from service.db import writer
 from service.ingest import (
@@ -179,6 +180,46 @@ def test_the_current_state_text_round_trips(engine: Engine, settings: Settings) 
             row["status"],
         )
         assert old.amount == Decimal("12.34") and old.fingerprint == row["fingerprint"]
+
+
+def test_the_state_read_in_windows_equals_the_whole_read(
+    engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sources interleaved in id order, read in windows of 7 ids (some holding none of
+    the source's offers), give exactly the one-window read; an unknown source, nothing."""
+    for n in (5, 9, 13):
+        ingest(engine, settings, crawl(records(n, amount="3.50")))
+        ingest(engine, settings, CrawlResult("peer", records(n, source="peer")))
+    with engine.connect() as conn:
+        whole = _load_current(conn, "acme"), _load_current(conn, "peer")
+        monkeypatch.setattr(service.ingest, "STATE_WINDOW", 7)
+        windowed = _load_current(conn, "acme"), _load_current(conn, "peer")
+        assert _load_current(conn, "nobody") == {}
+    assert windowed == whole
+    assert (len(whole[0]), len(whole[1])) == (13, 13)
+    assert set(whole[0]).isdisjoint(whole[1]) is False  # same keys, distinct sources
+    assert {s.split("\x1f")[4] for s in whole[0].values()}.isdisjoint(
+        s.split("\x1f")[4] for s in whole[1].values()
+    )  # ... and distinct offers
+
+
+def test_a_failure_while_validating_on_its_thread_leaves_the_catalog_as_it_was(
+    engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ingest(engine, settings, crawl(records(5)))
+    before = catalog_state(engine)
+
+    def broken(crawl: CrawlResult) -> Any:
+        raise RuntimeError("validator bug")
+
+    monkeypatch.setattr(service.ingest, "_validate", broken)
+    with pytest.raises(RuntimeError, match="validator bug"):
+        ingest(engine, settings, crawl(records(5, bump_every=1)))
+    monkeypatch.undo()
+    assert catalog_state(engine) == before
+    result = ingest(engine, settings, crawl(records(5, bump_every=1)))
+    assert result.status.value == "ok" and result.changed == 5
+    check_invariants(engine)
 
 
 def test_fingerprint_memo_matches_the_plain_function(engine: Engine, settings: Settings) -> None:
