@@ -36,15 +36,13 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Engine, text
 
-from crawlers.registry import all_sources
 from schema.records import OfferRecord
-from service.config import REFERENCE_DIR, Settings
+from service.config import FIXTURES_DIR, REFERENCE_DIR, Settings
 from service.crawl import crawl_source
 from service.db import make_engine, normalize_url
 from service.ingest import CrawlResult, ingest
 from service.migrate import upgrade
 from service.reference import load_reference
-from service.seed import seed_files
 from tests.pg import create_pg_database, drop_pg_database
 
 N = int(os.environ.get("GPUATLAS_BENCH_OFFERS", "200000"))
@@ -171,7 +169,8 @@ def timed(label: str, engine: Engine, sqlite_path: Path | None, func: Any) -> Fi
 
 def prepared(url: str) -> tuple[Engine, Settings]:
     """A fresh database at ``url``, migrated, with the reference data and the ECB rates
-    (the bundled fixtures, through the real crawl path), as a running catalog has them."""
+    in force (the bundled fixtures, the rates through the real crawl path), as a running
+    catalog has them."""
     upgrade(url)
     engine = make_engine(url)
     settings = Settings(
@@ -181,7 +180,8 @@ def prepared(url: str) -> tuple[Engine, Settings]:
         max_price_factor=Decimal(1000),
     )
     load_reference(engine, REFERENCE_DIR)
-    report = crawl_source(engine, settings, "ecb", from_files=seed_files(all_sources()["ecb"]))
+    daily = FIXTURES_DIR / "ecb" / "eurofxref-daily.xml"  # the rates in force
+    report = crawl_source(engine, settings, "ecb", from_files=[daily])
     if report.status != "ok":
         raise RuntimeError(f"the ECB fixture did not load: {report.status} {report.reason}")
     return engine, settings

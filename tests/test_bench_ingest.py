@@ -24,7 +24,7 @@ STEPS = (
 def test_the_ingest_benchmark_reports_every_step_in_rounds(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(bench, "N", 3200)  # more than one SKU per provider
+    monkeypatch.setattr(bench, "N", 400)
     monkeypatch.setattr(bench, "ROUNDS", 2)
     if not PG_URL:
         monkeypatch.delenv("GPUATLAS_TEST_POSTGRES_URL", raising=False)
