@@ -60,6 +60,10 @@ def test_json_number_amount_uses_its_shortest_text_not_binary_float() -> None:
         ({"sku": "x" * 201}, "sku"),
         ({"sku": "evil\x00name"}, "sku: contains control"),
         ({"sku": "abc\u202egnp.exe"}, "sku: contains control"),
+        # the separators of the ingest's key and state texts (see service.ingest)
+        ({"sku": "a\x1eb"}, "sku: contains control"),
+        ({"region": "eu\x1fwest"}, "region: contains control"),
+        ({"provider": "acme\x1e"}, "provider"),
         ({"source_url": "javascript:alert(1)"}, "source_url"),
         ({"surprise": 1}, "surprise: Extra inputs are not permitted"),
         ({"gpu_name_raw": None}, "either gpu_model or gpu_name_raw"),
