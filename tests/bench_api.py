@@ -604,14 +604,10 @@ def main() -> None:
     pg = os.environ.get("GPUATLAS_TEST_POSTGRES_URL")
     if pg and "postgresql" in BACKENDS:
         from service.db import normalize_url
-        from tests.pg import create_pg_database, drop_pg_database
+        from tests.pg import pg_database
 
-        admin = normalize_url(pg)
-        url = create_pg_database(admin)
-        try:
+        with pg_database(normalize_url(pg)) as url:
             run_backend("postgresql", url)
-        finally:
-            drop_pg_database(admin, url)
 
 
 if __name__ == "__main__":

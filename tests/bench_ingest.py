@@ -28,11 +28,10 @@ import os
 import sqlite3
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlalchemy import Engine, text
 
@@ -43,7 +42,7 @@ from service.db import make_engine, normalize_url
 from service.ingest import CrawlResult, ingest
 from service.migrate import upgrade
 from service.reference import load_reference
-from tests.pg import create_pg_database, drop_pg_database
+from tests.pg import pg_database
 
 N = int(os.environ.get("GPUATLAS_BENCH_OFFERS", "200000"))
 ROUNDS = max(1, int(os.environ.get("GPUATLAS_BENCH_ROUNDS", "3")))
@@ -54,9 +53,6 @@ KINDS = ("on_demand", "spot", "reserved_1y")
 SKU_PER_OFFER = "first ingest, 1 offer per SKU"
 FLOOR = 3
 """The floor's position among a round's figures."""
-
-
-T = TypeVar("T")
 
 
 def synthetic(
@@ -319,8 +315,10 @@ def main() -> None:
             figures.append(run_sku_per_offer(f"sqlite:///{other}", other, wide))
             results["SQLite"].append(figures)
         if admin:
-            figures = on_fresh_pg(admin, lambda url: run_backend("postgresql", url, None, *records))
-            figures.append(on_fresh_pg(admin, lambda url: run_sku_per_offer(url, None, wide)))
+            with pg_database(admin) as url:
+                figures = run_backend("postgresql", url, None, *records)
+            with pg_database(admin) as url:
+                figures.append(run_sku_per_offer(url, None, wide))
             results["PostgreSQL"].append(figures)
     loops.sort()
     print(
@@ -337,15 +335,6 @@ def main() -> None:
             f"median {ratios[(len(ratios) - 1) // 2]:.2f}x "
             f"({', '.join(f'{r:.2f}x' for r in ratios)})"
         )
-
-
-def on_fresh_pg(admin: str, step: Callable[[str], T]) -> T:
-    """``step`` on a new PostgreSQL database next to ``admin``'s, dropped afterwards."""
-    url = create_pg_database(admin)
-    try:
-        return step(url)
-    finally:
-        drop_pg_database(admin, url)
 
 
 if __name__ == "__main__":

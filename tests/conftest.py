@@ -14,7 +14,7 @@ from sqlalchemy import Engine, text
 from service.config import Settings
 from service.db import make_engine, normalize_url
 from service.migrate import upgrade
-from tests.pg import create_pg_database, drop_pg_database
+from tests.pg import pg_database
 from tests.replay import ReplayServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,11 +54,8 @@ def scratch_pg_database() -> Iterator[str]:
     admin = postgres_admin_url()
     if admin is None:
         pytest.skip("PostgreSQL not configured (set GPUATLAS_TEST_POSTGRES_URL)")
-    url = create_pg_database(admin)
-    try:
+    with pg_database(admin) as url:
         yield url
-    finally:
-        drop_pg_database(admin, url)
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
@@ -29,3 +31,13 @@ def drop_pg_database(admin_url: str, url: str) -> None:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     finally:
         admin.dispose()
+
+
+@contextmanager
+def pg_database(admin_url: str, prefix: str = "gpuatlas_t") -> Iterator[str]:
+    """A new database next to ``admin_url``'s for the body (its URL), dropped after it."""
+    url = create_pg_database(admin_url, prefix)
+    try:
+        yield url
+    finally:
+        drop_pg_database(admin_url, url)
