@@ -315,3 +315,45 @@ def test_sqlite_literals_store_what_binding_stores(value: Any) -> None:
     literal = conn.execute(f"SELECT {sqlite_literal(value)}").fetchone()[0]
     bound = conn.execute("SELECT ?", (value,)).fetchone()[0]
     assert literal == bound and type(literal) is type(bound)
+
+
+@pytest.mark.parametrize("path", ["rows", "staged"])
+def test_new_offers_are_numbered_in_identity_order_whatever_the_crawl_order(
+    engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """Offer ids follow the identity key (provider, SKU, region, price kind, unit), not
+    the order the crawl listed the offers in, on both write paths; every offer gets its
+    own record's price."""
+    monkeypatch.setattr(service.ingest, "STAGED_MIN_ROWS", 10 if path == "staged" else 10**9)
+    listed = records(60)
+    listed = listed[1::2][::-1] + listed[0::2]  # far from key order
+    result = ingest(engine, settings, crawl(listed))
+    assert result.status.value == "ok" and result.added == 60
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(OFFER.c.id, OFFER.c.sku, OFFER.c.region, OBS.c.id, OBS.c.amount)
+            .join(OBS, OBS.c.id == OFFER.c.observation_id)
+            .order_by(OFFER.c.id)
+        ).all()
+    keys = [(sku, region) for _, sku, region, _, _ in rows]
+    assert keys == sorted(keys)
+    assert [obs_id - offer_id for offer_id, _, _, obs_id, _ in rows] == [
+        rows[0][3] - rows[0][0]
+    ] * 60
+    price = {(r["sku"], r["region"]): Decimal(r["amount"]) for r in listed}
+    assert all(price[(sku, region)] == amount for _, sku, region, _, amount in rows)
+    check_invariants(engine)
+
+
+def test_sqlite_connections_keep_the_temporary_schema_in_a_real_cache(
+    sqlite_engine: Engine,
+) -> None:
+    """The ingest's staged rows live in temporary tables: their schema gets the same page
+    cache as the main one (SQLite's default for it is a few pages, which sent every
+    lookup of a large staged table back to the temporary file)."""
+    with sqlite_engine.connect() as conn:
+        main = conn.exec_driver_sql("PRAGMA main.cache_size").scalar()
+        temp = conn.exec_driver_sql("PRAGMA temp.cache_size").scalar()
+        conn.exec_driver_sql("CREATE TEMP TABLE t (x)")  # the temporary schema exists now
+        assert conn.exec_driver_sql("PRAGMA temp.cache_size").scalar() == temp == main
+        assert main is not None and main <= -65536  # KiB: 64 MiB or more
