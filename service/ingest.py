@@ -628,15 +628,17 @@ def ingest(
             engine, crawl.source, trigger=crawl.trigger, parser_version=crawl.parser_version
         )
     now = now or utcnow()
-    # The crawl is validated on another thread while this one takes the lock and reads
-    # the source's current offers: that read is one long database step that releases
-    # the GIL (see _load_current), so the two use both cores. Validation touches only
-    # the crawl; its errors surface from result(), inside the transaction.
+    # The crawl is validated on another thread while this one takes the lock, reads the
+    # source's current offers and stores the raw payloads: the read is one long database
+    # step and the payloads' compression a long zlib call, both without the GIL (see
+    # _load_current), so the two threads use both cores. Validation touches only the
+    # crawl; its errors surface from result(), inside the transaction.
     with _no_gc_pauses(), ThreadPoolExecutor(1, "gpuatlas-validate") as pool:
         validating = pool.submit(_validate, crawl)
         with writer(engine).begin() as conn:
             _lock(conn)
             current = _load_current(conn, crawl.source)
+            _store_payloads(conn, crawl_run_id, crawl.payloads)
             validated = validating.result()
             return _apply(conn, settings, crawl, validated, current, crawl_run_id, now)
 
@@ -732,7 +734,6 @@ def _apply(
         rejected=len(validated.rejections),
         rejections=validated.rejections,
     )
-    _store_payloads(conn, run_id, crawl.payloads)
     _store_rejections(conn, run_id, validated.rejections)
     resolver = _Resolver(_Reference.load(conn))
     diff = _diff(

@@ -6,6 +6,7 @@ Read endpoints only (writes need API keys and belong to their own tests).
 
 from __future__ import annotations
 
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
@@ -27,6 +28,7 @@ KNOWN_ISSUES: set[str] = set()
 CHECKS = [not_a_server_error, response_schema_conformance, content_type_conformance]
 
 
+@pytest.mark.slow
 def test_no_server_errors_and_responses_conform(engine: Engine, settings: Settings) -> None:
     seed(engine, settings)
     app = create_app(settings.model_copy(update={"scheduler_enabled": False}))

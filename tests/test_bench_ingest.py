@@ -21,6 +21,7 @@ STEPS = (
 )
 
 
+@pytest.mark.slow
 def test_the_ingest_benchmark_reports_every_step_in_rounds(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

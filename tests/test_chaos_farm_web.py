@@ -100,6 +100,7 @@ def _ids(records: list[tuple[Any, ...]]) -> set[tuple[str, str, str]]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_farm_page_crawl_moves_a_price_withdraws_a_product_and_refuses_a_redesign(
     name: str, tmp_path: Path

@@ -39,6 +39,7 @@ SHORT_SOURCES = [
 have their own fast tests: with them all, a short run serves too few faults)."""
 
 
+@pytest.mark.slow
 def test_short_chaos_run_holds_the_invariants(tmp_path: Path) -> None:
     def short_run(seconds: float, seed: int) -> Outcome:
         workdir = tmp_path / f"seed{seed}"

@@ -5,10 +5,13 @@ from __future__ import annotations
 import threading
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
+import pytest
 from sqlalchemy import Engine, func, select
 
-from schema.crawl import CrawlRun, RawPayload, RejectedRecord, UnmappedName
+import service.ingest
+from schema.crawl import CrawlRun, CrawlRunPayload, RawPayload, RejectedRecord, UnmappedName
 from service.config import Settings
 from service.db import writer
 from service.fx import Rate, store_rates
@@ -228,6 +231,33 @@ def test_provenance_raw_payload_is_stored_once_and_referenced(
         shas = set(conn.execute(select(OBS.c.raw_sha256)).scalars())
     assert len(blobs) == 1 and blobs[0]["size"] == len(body)
     assert shas == {payload.sha256}
+
+
+def test_a_quarantined_crawl_keeps_its_raw_payload_and_a_failed_ingest_keeps_none(
+    engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The payloads are stored while the crawl is validated (on its own thread), in the
+    ingest's transaction: a quarantined crawl's are kept, linked to its run, so it can be
+    re-parsed; an ingest that fails leaves none."""
+    ingest(engine, settings, crawl(records(20)))
+    first = Payload("https://example.test/a", b"page one" * 500, datetime.now(UTC))
+    result = ingest(engine, settings, crawl(records(4), payloads=[first]))
+    assert result.status.value == "quarantined"
+
+    def broken(crawl: CrawlResult) -> Any:
+        raise RuntimeError("validator bug")
+
+    monkeypatch.setattr(service.ingest, "_validate", broken)
+    second = Payload("https://example.test/b", b"page two" * 500, datetime.now(UTC))
+    with pytest.raises(RuntimeError, match="validator bug"):
+        ingest(engine, settings, crawl(records(20), payloads=[second]))
+    with engine.connect() as conn:
+        blobs = set(conn.execute(select(RawPayload.__table__.c.sha256)).scalars())  # type: ignore[attr-defined]
+        links = conn.execute(select(CrawlRunPayload.__table__)).mappings().all()  # type: ignore[attr-defined]
+    assert blobs == {first.sha256}
+    assert [(link["crawl_run_id"], link["sha256"]) for link in links] == [
+        (result.crawl_run_id, first.sha256)
+    ]
 
 
 def test_fx_conversion_uses_the_rate_in_force(engine: Engine, settings: Settings) -> None:

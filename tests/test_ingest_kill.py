@@ -45,6 +45,7 @@ def content(engine: Engine) -> frozenset[tuple[str, str, str, str]]:
         )
 
 
+@pytest.mark.slow
 def test_sigkill_mid_ingest_leaves_before_or_after(engine: Engine, settings: Settings) -> None:
     rng = random.Random(20261129)
     ingest(engine, settings, CrawlResult(source="acme", records=record_set("a")))

@@ -69,6 +69,7 @@ def wait_for(predicate, seconds: float) -> bool:  # type: ignore[no-untyped-def]
     return False
 
 
+@pytest.mark.slow
 def test_one_leader_and_takeover(pg_url: str, server: ReplayServer, tmp_path: Path) -> None:
     upgrade(pg_url)
     engine = make_engine(pg_url)

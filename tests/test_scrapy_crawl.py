@@ -95,6 +95,7 @@ def count(engine: Engine, table: Any, *where: Any) -> int:
 # ---------------------------------------------------------------- lifecycle (both databases)
 
 
+@pytest.mark.slow
 def test_lambda_lifecycle(engine: Engine, settings: Settings, server: ReplayServer) -> None:
     good = page("lambda-web").read_text(encoding="utf-8")
     changed = good.replace("data-plan", "data-sku")  # a redesign: the hook is gone
