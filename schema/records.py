@@ -30,6 +30,9 @@ SOURCE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,40}(:[a-z0-9][a-z0-9._-]{0,40})?
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 MAX_AMOUNT = Decimal("100000000")
 MAX_DECIMAL_PLACES = 10
+_PLAIN_DECIMAL = re.compile(r"[+-]?[0-9]*\.?[0-9]*")
+"""A decimal in plain notation (no exponent, no underscores): its places are the digits
+after its point."""
 
 
 def _clean_text(value: str) -> str:
@@ -39,12 +42,13 @@ def _clean_text(value: str) -> str:
 
 
 def _to_decimal(value: Any) -> Any:
-    if isinstance(value, bool):
-        raise ValueError("a boolean is not a number")
-    if isinstance(value, float):
-        value = repr(value)
-    if isinstance(value, int):
-        value = str(value)
+    """A finite decimal of at most :data:`MAX_DECIMAL_PLACES` places, from a decimal string,
+    an int, a Decimal, or a float through its shortest text form (never a boolean); any
+    other type is left to pydantic's own error.
+
+    One function, not a before- and an after-validator: it runs for every number of every
+    record (four or five a record), and the places of a plain decimal string are counted
+    from its text instead of from ``Decimal.as_tuple()``."""
     if isinstance(value, str):
         text = value.strip()
         if not text or len(text) > 40:
@@ -55,9 +59,22 @@ def _to_decimal(value: Any) -> Any:
             raise ValueError(f"unparseable amount {text[:40]!r}") from None
         if not parsed.is_finite():
             raise ValueError("amount must be finite")
-        return parsed
-    if isinstance(value, Decimal) and not value.is_finite():
-        raise ValueError("amount must be finite")
+        if _PLAIN_DECIMAL.fullmatch(text):  # digits and a point: places read off the text
+            point = text.find(".")
+            if point >= 0 and len(text) - point - 1 > MAX_DECIMAL_PLACES:
+                raise ValueError(f"more than {MAX_DECIMAL_PLACES} decimal places")
+            return parsed
+        return _bounded_places(parsed)
+    if isinstance(value, bool):
+        raise ValueError("a boolean is not a number")
+    if isinstance(value, int):
+        return _to_decimal(str(value))
+    if isinstance(value, float):
+        return _to_decimal(repr(value))
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise ValueError("amount must be finite")
+        return _bounded_places(value)
     return value
 
 
@@ -68,7 +85,7 @@ def _bounded_places(value: Decimal) -> Decimal:
     return value
 
 
-Dec = Annotated[Decimal, BeforeValidator(_to_decimal), AfterValidator(_bounded_places)]
+Dec = Annotated[Decimal, BeforeValidator(_to_decimal)]
 Text = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_clean_text)]
 
 

@@ -41,6 +41,40 @@ def test_json_number_amount_uses_its_shortest_text_not_binary_float() -> None:
 
 
 @pytest.mark.parametrize(
+    ("amount", "ok"),
+    [
+        ("12.3400000000", True),  # ten places, trailing zeros count
+        ("12.34000000000", False),
+        ("0.0000000001", True),
+        ("0.00000000001", False),
+        ("1E-10", True),
+        ("1e-11", False),
+        ("0.000_000_000_1", True),  # underscores: ten places, not thirteen characters
+        ("1_0.000_000_000_01", False),
+        ("\u0661\u0662.5", True),  # Arabic-Indic digits, as Decimal reads them
+        ("+3.", True),
+        (".5", True),
+        (Decimal("1E-11"), False),
+        (Decimal("0.0000000001"), True),
+        (2.5, True),
+        (25, True),
+    ],
+)
+def test_decimal_places_are_counted_exactly_however_the_number_is_written(
+    amount: object, ok: bool
+) -> None:
+    """At most ten decimal places, whether read off a plain decimal string's text or from
+    the parsed number (exponents, underscores, other digits, Decimal objects); the value
+    kept is the one written."""
+    if ok:
+        parsed = OfferRecord.model_validate(record(amount=amount)).amount
+        expected = Decimal(repr(amount)) if isinstance(amount, float) else Decimal(amount)  # type: ignore[arg-type]
+        assert parsed == expected and str(parsed) == str(expected)
+    else:
+        assert reason(amount=amount) == "amount: more than 10 decimal places"
+
+
+@pytest.mark.parametrize(
     ("overrides", "expected"),
     [
         ({"amount": "-1"}, "amount: price must be positive"),
