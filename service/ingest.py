@@ -9,13 +9,11 @@ one with a reason, and the rest proceed.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -47,6 +45,7 @@ from service.bulk import (
 from service.config import Settings
 from service.db import writer
 from service.fx import FxTable, Rate, check_against_stored, store_rates
+from service.gcpause import no_gc_pauses
 from service.run_owner import close_dead_runs, this_owner
 from service.units import gpu_hourly, instance_hourly, q
 
@@ -633,7 +632,7 @@ def ingest(
     # step and the payloads' compression a long zlib call, both without the GIL (see
     # _load_current), so the two threads use both cores. Validation touches only the
     # crawl; its errors surface from result(), inside the transaction.
-    with _no_gc_pauses(), ThreadPoolExecutor(1, "gpuatlas-validate") as pool:
+    with no_gc_pauses(), ThreadPoolExecutor(1, "gpuatlas-validate") as pool:
         validating = pool.submit(_validate, crawl)
         with writer(engine).begin() as conn:
             _lock(conn)
@@ -641,23 +640,6 @@ def ingest(
             _store_payloads(conn, crawl_run_id, crawl.payloads)
             validated = validating.result()
             return _apply(conn, settings, crawl, validated, current, crawl_run_id, now)
-
-
-@contextmanager
-def _no_gc_pauses() -> Iterator[None]:
-    """Pause the cyclic garbage collector for one ingest.
-
-    An ingest allocates hundreds of thousands of small objects that live until it ends
-    (records, keys, rows); each full collection would walk all of them again, which cost
-    a third of the time of a large re-crawl. Reference counting still frees everything
-    as usual; only reference cycles wait until the ingest is over."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 @dataclass(slots=True)

@@ -10,6 +10,7 @@ import orjson
 from sqlalchemy import Engine
 
 from service.config import Settings
+from service.gcpause import no_gc_pauses
 from service.ingest import CrawlResult, IngestResult, Payload, Rejection, ingest
 
 MAX_LINE_BYTES = 1 << 20
@@ -51,7 +52,8 @@ def ingest_jsonl(
 ) -> IngestResult:
     """Ingest a JSON Lines file as one crawl of ``source`` (default: the file's stem)."""
     source = source or path.stem
-    records, rejections = read_jsonl(path, source)
+    with no_gc_pauses():  # a large file's objects live until the ingest ends
+        records, rejections = read_jsonl(path, source)
     url = path.resolve().as_uri()
     payload = Payload(url, path.read_bytes(), datetime.now(UTC), "application/jsonl")
     return ingest(

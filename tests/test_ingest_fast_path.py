@@ -357,3 +357,38 @@ def test_sqlite_connections_keep_the_temporary_schema_in_a_real_cache(
         conn.exec_driver_sql("CREATE TEMP TABLE t (x)")  # the temporary schema exists now
         assert conn.exec_driver_sql("PRAGMA temp.cache_size").scalar() == temp == main
         assert main is not None and main <= -65536  # KiB: 64 MiB or more
+
+
+def test_a_crawls_records_are_validated_with_the_collector_paused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Parsing a crawl's records runs with the cyclic collector paused (a third of the
+    time of validating 200,000 records went to its full collections) and turns it back on
+    afterwards, also when validation fails."""
+    from crawlers.http import CrawlOutput
+    from crawlers.pipeline import Pipeline
+    from service.crawl import parse_records
+
+    class Acme:
+        name, provider = "acme", "acme"
+
+    seen: list[bool] = []
+    real_run = Pipeline.run
+
+    def run(self: Pipeline, raws: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real_run(self, raws)
+
+    monkeypatch.setattr(Pipeline, "run", run)
+    assert gc.isenabled()
+    _, valid, rejected = parse_records(Acme, CrawlOutput(records=[*records(3), {"sku": "x"}]))
+    assert seen == [False] and gc.isenabled()
+    assert len(valid) == 3 and len(rejected) == 1
+
+    def broken(self: Pipeline, raws: Any) -> Any:
+        raise RuntimeError("parser bug")
+
+    monkeypatch.setattr(Pipeline, "run", broken)
+    with pytest.raises(RuntimeError, match="parser bug"):
+        parse_records(Acme, CrawlOutput(records=records(1)))
+    assert gc.isenabled()
