@@ -8,7 +8,7 @@ rows read back through the ORM types are identical to rows written through them.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -40,15 +40,20 @@ def bulk_insert(
     conn: Connection,
     table: Table,
     columns: Sequence[str],
-    rows: list[tuple[Any, ...]],
+    rows: Iterable[tuple[Any, ...]],
     constants: Mapping[str, Any] | None = None,
 ) -> None:
     """Insert ``rows`` (tuples in ``columns`` order) into ``table`` in one go.
 
     ``constants`` are columns that hold the same value in every row (an ingest's
     timestamp, version, source...): rows leave them out. SQLite reads them as literals of
-    the statement, bound nowhere; PostgreSQL's COPY gets them at the end of every row."""
-    if not rows:
+    the statement, bound nowhere; PostgreSQL's COPY gets them at the end of every row.
+
+    ``rows`` may be an iterator. PostgreSQL then copies each row as it comes: the server
+    stores the rows already sent while the caller builds the next ones (on another core),
+    instead of waiting for the whole list. If the iterator raises, the COPY is abandoned
+    and the error propagates; the caller's transaction must then be rolled back."""
+    if isinstance(rows, list) and not rows:
         return
     fixed = dict(constants or {})
     names = ", ".join((*columns, *fixed))
@@ -67,8 +72,11 @@ def bulk_insert(
                 for row in rows:
                     write(row)
         return
+    listed = rows if isinstance(rows, list) else list(rows)
+    if not listed:
+        return
     values = ", ".join(("?",) * len(columns) + tuple(map(sqlite_literal, fixed.values())))
-    conn.exec_driver_sql(f"INSERT INTO {table.name} ({names}) VALUES ({values})", rows)  # type: ignore[arg-type]
+    conn.exec_driver_sql(f"INSERT INTO {table.name} ({names}) VALUES ({values})", listed)  # type: ignore[arg-type]
 
 
 def sqlite_literal(value: Any) -> str:
@@ -129,75 +137,36 @@ def staged(
     columns: Sequence[str],
     rows: list[tuple[Any, ...]],
     *,
-    like: Sequence[Table],
-    links: Sequence[str] = (),
     numbered: bool = False,
 ) -> Iterator[str]:
-    """``rows`` in a temporary table of the caller's transaction, for the body to join;
-    yields its name and drops it afterwards.
+    """SQLite: ``rows`` in a temporary table of the caller's transaction, for the body to
+    join; yields its name and drops it afterwards.
 
-    The first column is an integer key (rows are looked up by it); with ``numbered`` the
-    rows leave it out and are numbered 1, 2, ... in order.
+    The first column is an integer key, the INTEGER PRIMARY KEY (rows are looked up by
+    it); with ``numbered`` the rows leave it out and are numbered 1, 2, ... in order. The
+    other columns have no declared type, so every value keeps exactly the storage class
+    it was bound with and a later ``INSERT ... SELECT`` stores it as binding it there
+    would.
 
-    SQLite: the key is the INTEGER PRIMARY KEY and the other columns have no declared
-    type, so every value keeps exactly the storage class it was bound with and a later
-    ``INSERT ... SELECT`` stores it as binding it there would. PostgreSQL: the rows are
-    copied in (COPY), each column typed as the column of that name in the first of
-    ``like`` that has one (``links``, keys of other staged tables, are integers), so a
-    later ``INSERT ... SELECT`` stores exactly what copying the values there would; the
-    table is analyzed for the planner and has no index (the joins hash it)."""
-    if conn.dialect.name == "postgresql":
-        table = name
-        key = f"{columns[0]} integer" + (" GENERATED ALWAYS AS IDENTITY" if numbered else "")
-        typed = ", ".join(
-            f"{column} {'integer' if column in links else _pg_type(conn, column, like)}"
-            for column in columns[1:]
-        )
+    SQLite only: binding is most of what a row costs there, and staging binds each
+    distinct value once. PostgreSQL copies whole rows into the tables instead, while they
+    are built (:func:`bulk_insert` with an iterator), which measured faster there."""
+    if conn.dialect.name != "sqlite":
+        raise ValueError(f"staging tables are for SQLite, not {conn.dialect.name}")
+    table = f"temp.{name}"
+    listed = ", ".join(columns[1:])
+    conn.exec_driver_sql(f"CREATE TEMP TABLE {name} ({columns[0]} INTEGER PRIMARY KEY, {listed})")
+    if rows:
         bound = columns[1:] if numbered else columns
-        driver: Any = conn.connection.driver_connection
-        with driver.cursor() as cursor:
-            cursor.execute(f"CREATE TEMPORARY TABLE {table} ({key}, {typed}) ON COMMIT DROP")
-            with cursor.copy(f"COPY {table} ({', '.join(bound)}) FROM STDIN") as copy:
-                write = copy.write_row
-                for row in rows:
-                    write(row)
-            cursor.execute(f"ANALYZE {table}")
-    else:
-        table = f"temp.{name}"
-        listed = ", ".join(columns[1:])
+        marks = ", ".join("?" * len(bound))
         conn.exec_driver_sql(
-            f"CREATE TEMP TABLE {name} ({columns[0]} INTEGER PRIMARY KEY, {listed})"
+            f"INSERT INTO {table} ({', '.join(bound)}) VALUES ({marks})",
+            rows,  # type: ignore[arg-type]
         )
-        if rows:
-            bound = columns[1:] if numbered else columns
-            marks = ", ".join("?" * len(bound))
-            conn.exec_driver_sql(
-                f"INSERT INTO {table} ({', '.join(bound)}) VALUES ({marks})",
-                rows,  # type: ignore[arg-type]
-            )
     yield table
     # Only after success: on an error the caller's rollback takes the table away (SQLite
     # may already have rolled back by itself, and a statement now would hide the error).
     conn.exec_driver_sql(f"DROP TABLE {table}")
-
-
-def _pg_type(conn: Connection, column: str, like: Sequence[Table]) -> str:
-    for table in like:
-        if column in table.c:
-            return str(table.c[column].type.compile(dialect=conn.dialect))
-    raise ValueError(f"no column {column!r} in {[t.name for t in like]} to type it by")
-
-
-def literal_values(conn: Connection, values: Sequence[Any]) -> tuple[list[str], dict[str, Any]]:
-    """``values`` (each as :func:`bulk_binder` binds it) written once into one statement:
-    their SQL expressions and the parameters these need. SQLite: literals holding
-    exactly what binding would store (see :func:`sqlite_literal`), no parameters;
-    PostgreSQL: one named parameter each (the statement must then spell ``%`` as
-    ``%%``)."""
-    if conn.dialect.name == "postgresql":
-        params = {f"v{i}": value for i, value in enumerate(values)}
-        return [f"%({name})s" for name in params], params
-    return [sqlite_literal(value) for value in values], {}
 
 
 REBUILD_MIN_ROWS = 20_000

@@ -7,9 +7,9 @@ else can tell: the schema afterwards is byte for byte the same, readers during t
 ingest see the indexes, a failure or a SIGKILL at any point leaves the indexes (and the
 catalog) as they were, ANALYZE statistics survive, and PostgreSQL is never touched.
 
-Both databases write many new offers through staging tables joined by ``INSERT ...
-SELECT``; these tests also hold that every write path stores the same rows and that a
-failure after the joins leaves nothing behind.
+SQLite writes many new offers through staging tables joined by ``INSERT ... SELECT``;
+PostgreSQL copies their rows while they are built. These tests also hold that every
+write path stores the same rows and that a failure in the middle leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, Engine, Table, event, func, select, text
 from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.pool import NullPool
 
 import service.bulk
 import service.ingest
@@ -184,7 +185,7 @@ def test_every_bulk_path_stores_the_same_rows(
         paths = [(10**9, 10**9), (100, 10**9), (10**9, 100), (100, 100)]
     else:
         pg: str = request.getfixturevalue("pg_session_url")
-        paths = [(10**9, 10**9), (10**9, 100)]  # PostgreSQL never rebuilds indexes
+        paths = [(10**9, 10**9)]  # PostgreSQL neither rebuilds indexes nor stages
     for rebuild, stage in paths:
         monkeypatch.setattr(service.bulk, "REBUILD_MIN_ROWS", rebuild)
         monkeypatch.setattr(service.ingest, "STAGED_MIN_ROWS", stage)
@@ -298,44 +299,56 @@ def test_a_failure_mid_load_keeps_indexes_and_catalog(
 
 
 @pytest.mark.postgres
-def test_a_failure_after_the_staged_joins_on_postgres_leaves_nothing(
+def test_postgres_streams_new_offers_and_a_failure_mid_copy_leaves_nothing(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """PostgreSQL's staged load: the staging tables are copied and both joins have
-    written when the ingest fails; nothing stays (neither rows nor staging tables, which
-    live in the transaction), and the same ingest then works on the same connection."""
-    monkeypatch.setattr(service.ingest, "STAGED_MIN_ROWS", 100)
-    engine = make_engine(pg_url, pool_size=1, max_overflow=0)  # one session: temp tables
+    """PostgreSQL copies the new offers while their rows are built: when the 2,500th row
+    is being built, the server has already stored some of the earlier ones (its COPY
+    progress, read from another session, says so). The building then fails: nothing
+    stays, and the same ingest works next on the same connection."""
+    engine = make_engine(pg_url, pool_size=1, max_overflow=0)  # one session throughout
+    watcher = make_engine(pg_url, poolclass=NullPool)
     settings = Settings(database_url=pg_url, environment="test", _env_file=None)  # type: ignore[call-arg]
-    staging: list[str] = []
+    batch = records(3000)
+    for i, item in enumerate(batch):  # every price its own, so each row computes one
+        item["amount"] = str(Decimal(100 + i) / 100)
+    calls, progress = [0], []
+    real_price = service.ingest._Writer._price
 
-    @contextlib.contextmanager
-    def failing_stage(conn: Connection, name: str, *args: Any, **kw: Any) -> Iterator[str]:
-        with service.bulk.staged(conn, name, *args, **kw) as table:
-            staging.append(table)
-            yield table
-        if name == "stage_attributes":  # left last: after both joins have written
+    def failing_price(self: Any, fields: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == 2500:
+            with watcher.connect() as conn:
+                for _ in range(500):  # the server stores what it has received
+                    done = conn.exec_driver_sql(
+                        "SELECT tuples_processed FROM pg_stat_progress_copy "
+                        "WHERE relid = 'offer'::regclass"
+                    ).scalar()
+                    if done:
+                        break
+                    time.sleep(0.01)
+            progress.append(done)
             raise RuntimeError("injected")
+        return real_price(self, fields)
 
-    monkeypatch.setattr(service.ingest, "staged", failing_stage)
+    monkeypatch.setattr(service.ingest._Writer, "_price", failing_price)
     try:
         with pytest.raises(RuntimeError, match="injected"):
-            ingest(engine, settings, CrawlResult("acme", records(SIZE)))
-        assert sorted(staging) == ["stage_attributes", "stage_offer", "stage_price"]
+            ingest(engine, settings, CrawlResult("acme", batch))
+        assert progress, "the rows were never built"
+        assert progress[0] is not None, "no COPY ran on the server while rows were built"
+        assert 0 < progress[0] < 2500
         assert offer_count(engine) == 0
         with engine.connect() as conn:
             assert conn.exec_driver_sql("SELECT count(*) FROM price_observation").scalar() == 0
-            left = conn.exec_driver_sql(
-                "SELECT count(*) FROM pg_class WHERE relpersistence = 't' AND relname IN "
-                "('stage_attributes', 'stage_offer', 'stage_price')"
-            ).scalar()
-            assert left == 0
-        monkeypatch.setattr(service.ingest, "staged", service.bulk.staged)
-        result = ingest(engine, settings, CrawlResult("acme", records(SIZE)))
-        assert result.status.value == "ok" and offer_count(engine) == SIZE
+            assert conn.exec_driver_sql("SELECT count(*) FROM catalog_version").scalar() == 0
+        monkeypatch.undo()
+        result = ingest(engine, settings, CrawlResult("acme", batch))
+        assert result.status.value == "ok" and offer_count(engine) == 3000
         check_invariants(engine)
     finally:
         engine.dispose()
+        watcher.dispose()
 
 
 @pytest.mark.parametrize("stage", [100, 10**9], ids=["staged", "rows"])
