@@ -46,6 +46,7 @@ from service.config import Settings
 from service.db import writer
 from service.fx import FxTable, Rate, check_against_stored, store_rates
 from service.gcpause import no_gc_pauses
+from service.refcheck import Load, foreign_keys_checked_per_load
 from service.run_owner import close_dead_runs, this_owner
 from service.units import gpu_hourly, instance_hourly, q
 
@@ -1022,6 +1023,10 @@ STAGED_MIN_ROWS = 1000
 """From this many new offers on, SQLite writes them through staging tables (see
 :meth:`_Writer._insert_new_staged`). PostgreSQL never does: it copies every new offer's
 row while the rows are built (see :meth:`_Writer._insert_new_rows`)."""
+PER_LOAD_CHECKS_MIN_ROWS = 5000
+"""From this many new observations on (a first crawl of a large source), PostgreSQL
+checks the new rows' foreign keys once for the load instead of once per row, where the
+ingest's role may (see :mod:`service.refcheck`)."""
 STAGED_PRICE_COLUMNS = ("pid", *OBS_COLUMNS[2:11], "gpu_hour_usd_e10")
 """A distinct price as staged: the observation's figures (``gpu_hour_usd`` as bound text,
 which is also the offer's) and the offer's sort key."""
@@ -1185,7 +1190,12 @@ class _Writer:
             )
             if indexes_worth_rebuilding(adding, holding)
         ]
-        with indexes_deferred(conn, deferred):
+        loads = (
+            [Load(OFFER, next_offer), Load(OBS, self._next_obs)]
+            if observing >= PER_LOAD_CHECKS_MIN_ROWS
+            else []
+        )
+        with indexes_deferred(conn, deferred), foreign_keys_checked_per_load(conn, loads):
             self._write_rows(source, diff, next_offer)
 
     def _write_rows(self, source: str, diff: _Diff, next_offer: int) -> None:

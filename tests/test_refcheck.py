@@ -1,0 +1,282 @@
+"""PostgreSQL bulk loads check foreign keys once per load where the role may, and the
+result is the same as checking them row by row: the same rows stored, the same refusals,
+the same locks on referenced rows, and no trigger of anyone else's silenced."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from psycopg.errors import ForeignKeyViolation
+from sqlalchemy import Engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.pool import NullPool
+
+import service.ingest
+import service.refcheck
+from service.config import Settings
+from service.db import make_engine
+from service.ingest import CrawlResult, ingest
+from service.refcheck import BrokenReference, Load, foreign_keys_checked_per_load
+from tests.factories import OBS, OFFER, catalog_state, check_invariants, records
+
+SIZE = 400
+
+
+def settings_for(url: str) -> Settings:
+    return Settings(database_url=url, environment="test", _env_file=None)  # type: ignore[call-arg]
+
+
+@pytest.fixture(params=["per-load", "per-row"])
+def checks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Large loads (here from 100 observations on) checked per load, or every load row
+    by row (the threshold out of reach)."""
+    threshold = 100 if request.param == "per-load" else 10**9
+    monkeypatch.setattr(service.ingest, "PER_LOAD_CHECKS_MIN_ROWS", threshold)
+    return str(request.param)
+
+
+@pytest.fixture
+def engine(pg_url: str) -> Iterator[Engine]:
+    engine = make_engine(pg_url, pool_size=1, max_overflow=0)  # one session throughout
+    yield engine
+    engine.dispose()
+
+
+def replication_roles(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The session's ``session_replication_role`` as the new offers are loaded (read
+    just before their ``COPY``: no other statement can run during one)."""
+    seen: list[str] = []
+    real = service.ingest._Writer._insert_new_rows
+
+    def spying(self: Any, *args: Any) -> None:
+        seen.append(self.conn.exec_driver_sql("SHOW session_replication_role").scalar())
+        real(self, *args)
+
+    monkeypatch.setattr(service.ingest._Writer, "_insert_new_rows", spying)
+    return seen
+
+
+@pytest.mark.postgres
+def test_a_large_load_skips_row_checks_only_while_it_loads(
+    engine: Engine, pg_url: str, checks: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = replication_roles(engine, monkeypatch)
+    after: list[str] = []
+    real = service.ingest._ensure_instance_types
+
+    def next_step(conn: Any, *args: Any) -> None:  # the ingest's next write, same transaction
+        after.append(conn.exec_driver_sql("SHOW session_replication_role").scalar())
+        real(conn, *args)
+
+    monkeypatch.setattr(service.ingest, "_ensure_instance_types", next_step)
+    result = ingest(engine, settings_for(pg_url), CrawlResult("acme", records(SIZE)))
+    assert result.status.value == "ok" and result.added == SIZE
+    assert seen == (["replica"] if checks == "per-load" else ["origin"])
+    assert after == ["origin"]
+    with engine.connect() as conn:  # the same session: the setting did not outlive the load
+        assert conn.exec_driver_sql("SHOW session_replication_role").scalar() == "origin"
+    check_invariants(engine)
+
+
+@pytest.mark.postgres
+def test_both_ways_store_the_same_catalog(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    states = []
+    for threshold in (100, 10**9):
+        engine = make_engine(pg_url)
+        monkeypatch.setattr(service.ingest, "PER_LOAD_CHECKS_MIN_ROWS", threshold)
+        with engine.begin() as conn:
+            conn.exec_driver_sql(
+                "TRUNCATE price_observation, offer, catalog_version, crawl_run, instance_type, "
+                "provider RESTART IDENTITY CASCADE"
+            )
+        for batch in (records(SIZE), records(SIZE + 150, bump_every=3)):
+            assert (
+                ingest(engine, settings_for(pg_url), CrawlResult("acme", batch)).status.value
+                == "ok"
+            )
+        with engine.connect() as conn:
+            states.append(
+                (
+                    catalog_state(engine),
+                    conn.exec_driver_sql(
+                        "SELECT id, offer_id, amount::text, crawl_run_id, valid_to IS NULL "
+                        "FROM price_observation ORDER BY id"
+                    ).all(),
+                )
+            )
+        check_invariants(engine)
+        engine.dispose()
+    assert states[0] == states[1]
+
+
+@pytest.mark.postgres
+def test_a_broken_reference_is_refused_and_nothing_is_committed(
+    engine: Engine, pg_url: str, checks: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ingest whose new offers name a provider that has no row (the registration
+    step is knocked out) fails either way, and the catalog is as it was."""
+    settings = settings_for(pg_url)
+    assert ingest(engine, settings, CrawlResult("acme", records(50))).status.value == "ok"
+    before = catalog_state(engine)
+    monkeypatch.setattr(service.ingest, "_ensure_providers", lambda *args: None)
+    ghost = records(SIZE, provider="ghost-cloud", source="ghost")
+    # row by row, PostgreSQL's own refusal, from the COPY (psycopg's, not wrapped)
+    expected = BrokenReference if checks == "per-load" else ForeignKeyViolation
+    with pytest.raises(expected) as raised:
+        ingest(engine, settings, CrawlResult("ghost", ghost))
+    if checks == "per-load":
+        assert "offer.provider refers to no provider.slug: 'ghost-cloud'" in str(raised.value)
+    assert catalog_state(engine) == before
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SHOW session_replication_role").scalar() == "origin"
+    monkeypatch.undo()
+    assert ingest(engine, settings, CrawlResult("ghost", ghost)).status.value == "ok"
+    check_invariants(engine)
+
+
+@pytest.mark.postgres
+def test_the_referenced_rows_are_locked_until_the_ingest_commits(
+    engine: Engine, pg_url: str, checks: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before the ingest commits, another session cannot delete the provider its new
+    offers refer to (it waits on the lock the checks took, here for 200 ms at most)."""
+    settings = settings_for(pg_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO provider (slug, name, kind, status) "
+            "VALUES ('acme', 'Acme', 'unknown', 'active')"
+        )
+    other = make_engine(pg_url, poolclass=NullPool)
+    outcome: list[str] = []
+    real = service.ingest.enqueue_for_diff
+
+    def meanwhile(*args: Any) -> int:
+        with other.connect() as conn:
+            conn.exec_driver_sql("SET lock_timeout = '200ms'")
+            try:
+                conn.exec_driver_sql("DELETE FROM provider WHERE slug = 'acme'")
+            except OperationalError as exc:
+                outcome.append(type(exc.orig).__name__)
+            else:
+                outcome.append("deleted")
+            conn.rollback()
+        return real(*args)
+
+    monkeypatch.setattr(service.ingest, "enqueue_for_diff", meanwhile)
+    try:
+        assert ingest(engine, settings, CrawlResult("acme", records(SIZE))).status.value == "ok"
+    finally:
+        other.dispose()
+    assert outcome == ["LockNotAvailable"]
+    check_invariants(engine)
+
+
+@pytest.mark.postgres
+def test_a_table_with_a_trigger_of_its_own_keeps_row_checks_and_its_trigger(
+    engine: Engine, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``replica`` would silence every ordinary trigger, not only the foreign keys': a
+    loaded table with one of its own (an operator's audit, say) is loaded as before."""
+    monkeypatch.setattr(service.ingest, "PER_LOAD_CHECKS_MIN_ROWS", 100)
+    seen = replication_roles(engine, monkeypatch)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE audit_count (n integer NOT NULL)")
+        conn.exec_driver_sql(
+            "CREATE FUNCTION audit_offer() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN INSERT INTO audit_count VALUES (1); RETURN NEW; END $$"
+        )
+        conn.exec_driver_sql(
+            "CREATE TRIGGER audit_offer AFTER INSERT ON offer "
+            "FOR EACH ROW EXECUTE FUNCTION audit_offer()"
+        )
+    try:
+        result = ingest(engine, settings_for(pg_url), CrawlResult("acme", records(SIZE)))
+        assert result.status.value == "ok"
+        assert seen == ["origin"]
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT count(*) FROM audit_count").scalar() == SIZE
+    finally:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("DROP TRIGGER audit_offer ON offer")
+            conn.exec_driver_sql("DROP FUNCTION audit_offer()")
+            conn.exec_driver_sql("DROP TABLE audit_count")
+
+
+@pytest.fixture
+def plain_role_url(pg_url: str) -> Iterator[str]:
+    """The test database reached as a new role that is neither a superuser nor allowed
+    to set ``session_replication_role``, with the privileges an ingest needs."""
+    role = f"gpuatlas_plain_{uuid.uuid4().hex[:8]}"
+    admin = make_engine(pg_url, poolclass=NullPool)
+    database = make_url(pg_url).database
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"CREATE ROLE {role} LOGIN NOSUPERUSER")
+        conn.exec_driver_sql(f'GRANT CONNECT, TEMPORARY ON DATABASE "{database}" TO {role}')
+        conn.exec_driver_sql(f"GRANT USAGE ON SCHEMA public TO {role}")
+        conn.exec_driver_sql(f"GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}")
+        conn.exec_driver_sql(f"GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role}")
+    try:
+        yield (
+            make_url(pg_url).set(username=role, password=None).render_as_string(hide_password=False)
+        )
+    finally:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %(r)s",
+                {"r": role},
+            )
+            conn.exec_driver_sql(f"DROP OWNED BY {role}")
+            conn.exec_driver_sql(f"DROP ROLE {role}")
+        admin.dispose()
+
+
+@pytest.mark.postgres
+def test_a_role_without_the_privilege_checks_row_by_row(
+    plain_role_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(service.ingest, "PER_LOAD_CHECKS_MIN_ROWS", 100)
+    engine = make_engine(plain_role_url, pool_size=1, max_overflow=0)
+    statements: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda _c, _cur, sql, *_: statements.append(sql))
+    try:
+        seen = replication_roles(engine, monkeypatch)
+        result = ingest(engine, settings_for(plain_role_url), CrawlResult("acme", records(SIZE)))
+        assert result.status.value == "ok" and result.added == SIZE
+        assert seen == ["origin"]
+        assert not any("set_config('session_replication_role'" in s for s in statements)
+        with engine.begin() as conn:  # and the helper says why, without trying
+            assert not service.refcheck.may_skip_row_checks(conn, [OFFER, OBS])
+            with foreign_keys_checked_per_load(conn, [Load(OFFER, 1)]):
+                role = conn.exec_driver_sql("SHOW session_replication_role").scalar()
+            assert role == "origin"
+        check_invariants(engine)
+    finally:
+        engine.dispose()
+
+
+def test_on_sqlite_nothing_changes(sqlite_url: str) -> None:
+    engine = make_engine(sqlite_url)
+    try:
+        with engine.begin() as conn:
+            assert not service.refcheck.may_skip_row_checks(conn, [OFFER])
+            with foreign_keys_checked_per_load(conn, [Load(OFFER, 1)]):
+                assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.postgres
+def test_a_missing_table_is_named(pg_url: str) -> None:
+    from sqlalchemy import Column, Integer, MetaData, Table
+
+    ghost = Table("no_such_table", MetaData(), Column("id", Integer, primary_key=True))
+    engine = make_engine(pg_url)
+    try:
+        with engine.begin() as conn, pytest.raises(LookupError, match="no_such_table"):
+            service.refcheck.may_skip_row_checks(conn, [ghost])
+    finally:
+        engine.dispose()
