@@ -1024,9 +1024,11 @@ STAGED_MIN_ROWS = 1000
 :meth:`_Writer._insert_new_staged`). PostgreSQL never does: it copies every new offer's
 row while the rows are built (see :meth:`_Writer._insert_new_rows`)."""
 PER_LOAD_CHECKS_MIN_ROWS = 5000
-"""From this many new observations on (a first crawl of a large source), PostgreSQL
-checks the new rows' foreign keys once for the load instead of once per row, where the
-ingest's role may (see :mod:`service.refcheck`)."""
+"""From this many new offers on (a first crawl of a large source), PostgreSQL checks the
+new rows' foreign keys once for the load instead of once per row, where the ingest's
+role may (see :mod:`service.refcheck`). Not for repriced offers alone: their
+observations refer to offers already stored, and checking those once costs as much as
+the per-row checks (5 % of 200,000 offers repriced: 1.29 s against 1.21 s)."""
 STAGED_PRICE_COLUMNS = ("pid", *OBS_COLUMNS[2:11], "gpu_hour_usd_e10")
 """A distinct price as staged: the observation's figures (``gpu_hour_usd`` as bound text,
 which is also the offer's) and the offer's sort key."""
@@ -1192,7 +1194,7 @@ class _Writer:
         ]
         loads = (
             [Load(OFFER, next_offer), Load(OBS, self._next_obs)]
-            if observing >= PER_LOAD_CHECKS_MIN_ROWS
+            if len(diff.new) >= PER_LOAD_CHECKS_MIN_ROWS
             else []
         )
         with indexes_deferred(conn, deferred), foreign_keys_checked_per_load(conn, loads):
