@@ -250,6 +250,9 @@ def test_a_role_without_the_privilege_checks_row_by_row(
         assert not any("set_config('session_replication_role'" in s for s in statements)
         with engine.begin() as conn:  # and the helper says why, without trying
             assert not service.refcheck.may_skip_row_checks(conn, [OFFER, OBS])
+            for version in (140011, 150019):  # asked either way, the answer is no
+                query = service.refcheck.privilege_query(version)
+                assert conn.exec_driver_sql(query).scalar() is False
             with foreign_keys_checked_per_load(conn, [Load(OFFER, 1)]):
                 role = conn.exec_driver_sql("SHOW session_replication_role").scalar()
             assert role == "origin"
@@ -278,5 +281,21 @@ def test_a_missing_table_is_named(pg_url: str) -> None:
     try:
         with engine.begin() as conn, pytest.raises(LookupError, match="no_such_table"):
             service.refcheck.may_skip_row_checks(conn, [ghost])
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("version", [140011, 150019, 170002])
+def test_the_privilege_question_fits_the_server_version(pg_url: str, version: int) -> None:
+    """Before PostgreSQL 15 there is no ``has_parameter_privilege`` to ask (a query naming
+    it fails there, whatever branch it takes); only a superuser may set the parameter.
+    Both forms run here and agree for this (superuser) test role."""
+    query = service.refcheck.privilege_query(version)
+    assert ("has_parameter_privilege" in query) == (version >= 150000)
+    engine = make_engine(pg_url)
+    try:
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql(query).scalar() is True
     finally:
         engine.dispose()
