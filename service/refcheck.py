@@ -102,31 +102,38 @@ def foreign_keys_checked_per_load(conn: Connection, loads: Sequence[Load]) -> It
 
 def _check_load(conn: Connection, load: Load, firsts: dict[str, int]) -> None:
     table = load.table.name
-    for fk in sorted(load.table.foreign_keys, key=lambda fk: fk.parent.name):
-        column, target = fk.parent.name, fk.column.table.name
-        key = fk.column.name
-        referred = f"SELECT DISTINCT c.{column} FROM {table} AS c WHERE c.id >= %(first)s"
-        params = {"first": load.first_id}
-        if target in firsts and key == "id":  # rows this transaction inserted: no lock
-            referred += f" AND c.{column} < %(target_first)s"
+    constraints = sorted(
+        load.table.foreign_key_constraints, key=lambda fk: [c.name for c in fk.columns]
+    )
+    for fk in constraints:
+        columns = [column.name for column in fk.columns]
+        target = fk.referred_table.name
+        keys = [element.column.name for element in fk.elements]
+        # MATCH SIMPLE, PostgreSQL's default: a row with any of the columns null is not
+        # checked
+        loaded = " AND ".join(
+            ["c.id >= %(first)s", *(f"c.{column} IS NOT NULL" for column in columns)]
+        )
+        listed = ", ".join(f"c.{column}" for column in columns)
+        to_lock, params = loaded, {"first": load.first_id}
+        if target in firsts and keys == ["id"]:  # rows this transaction inserted: no lock
+            to_lock += f" AND c.{columns[0]} < %(target_first)s"
             params["target_first"] = firsts[target]
         conn.exec_driver_sql(
-            f"SELECT 1 FROM {target} AS r WHERE r.{key} IN ({referred}) FOR KEY SHARE OF r",
+            f"SELECT 1 FROM {target} AS r WHERE ({', '.join(f'r.{k}' for k in keys)}) IN "
+            f"(SELECT DISTINCT {listed} FROM {table} AS c WHERE {to_lock}) FOR KEY SHARE OF r",
             params,
         )
-        missing = (
-            conn.exec_driver_sql(
-                f"SELECT DISTINCT c.{column} FROM {table} AS c WHERE c.id >= %(first)s "
-                f"AND c.{column} IS NOT NULL AND NOT EXISTS "
-                f"(SELECT 1 FROM {target} AS r WHERE r.{key} = c.{column}) LIMIT 3",
-                {"first": load.first_id},
-            )
-            .scalars()
-            .all()
-        )
+        matches = " AND ".join(f"r.{k} = c.{c}" for k, c in zip(keys, columns, strict=True))
+        missing = conn.exec_driver_sql(
+            f"SELECT DISTINCT {listed} FROM {table} AS c WHERE {loaded} "
+            f"AND NOT EXISTS (SELECT 1 FROM {target} AS r WHERE {matches}) LIMIT 3",
+            {"first": load.first_id},
+        ).all()
         if missing:
-            shown = ", ".join(repr(value) for value in missing)
+            shown = ", ".join(repr(row[0] if len(row) == 1 else tuple(row)) for row in missing)
+            named = ", ".join(columns) if len(columns) == 1 else f"({', '.join(columns)})"
             raise BrokenReference(
-                f"{table}.{column} refers to no {target}.{key}: {shown} "
+                f"{table}.{named} refers to no {target}.{', '.join(keys)}: {shown} "
                 f"(rows loaded from id {load.first_id} on; nothing was committed)"
             )

@@ -4,15 +4,16 @@ the same locks on referenced rows, and no trigger of anyone else's silenced."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from psycopg.errors import ForeignKeyViolation
-from sqlalchemy import Engine, event
+from sqlalchemy import Connection, Engine, Table, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.pool import NullPool
 
 import service.ingest
@@ -299,3 +300,64 @@ def test_the_privilege_question_fits_the_server_version(pg_url: str, version: in
             assert conn.exec_driver_sql(query).scalar() is True
     finally:
         engine.dispose()
+
+
+@pytest.mark.postgres
+def test_a_composite_foreign_key_is_checked_as_one(pg_url: str) -> None:
+    """Each column of a two-column reference may exist on its own while the pair does
+    not: that is a broken reference, as PostgreSQL's own check says. A row with a null
+    in the pair is not checked (MATCH SIMPLE, the default), as PostgreSQL does not."""
+    from sqlalchemy import Column, ForeignKeyConstraint, Integer, MetaData
+
+    meta = MetaData()
+    parent = Table(
+        "refcheck_parent",
+        meta,
+        Column("a", Integer, primary_key=True),
+        Column("b", Integer, primary_key=True),
+    )
+    child = Table(
+        "refcheck_child",
+        meta,
+        Column("id", Integer, primary_key=True),
+        Column("a", Integer),
+        Column("b", Integer),
+        ForeignKeyConstraint(["a", "b"], ["refcheck_parent.a", "refcheck_parent.b"]),
+    )
+    engine = make_engine(pg_url)
+    meta.create_all(engine)
+    try:
+        with engine.begin() as conn:
+            conn.execute(parent.insert(), [{"a": 1, "b": 1}, {"a": 2, "b": 2}])
+        whole = [{"id": 1, "a": 1, "b": 1}, {"id": 2, "a": 2, "b": None}]
+        split = [{"id": 3, "a": 1, "b": 2}]  # 1 and 2 exist, the pair (1, 2) does not
+        for per_load in (False, True):
+            with engine.connect() as conn:  # accepted, then rolled back
+                trans = conn.begin()
+                with checked(conn, per_load, child, 1):
+                    conn.execute(child.insert(), whole)
+                trans.rollback()
+            with engine.connect() as conn:
+                refusal = BrokenReference if per_load else IntegrityError
+                with (
+                    pytest.raises(refusal) as raised,
+                    conn.begin(),
+                    checked(conn, per_load, child, 3),
+                ):
+                    conn.execute(child.insert(), split)
+            if per_load:
+                assert "refcheck_child.(a, b) refers to no refcheck_parent.a, b: (1, 2)" in str(
+                    raised.value
+                )
+    finally:
+        meta.drop_all(engine)
+        engine.dispose()
+
+
+@contextlib.contextmanager
+def checked(conn: Connection, per_load: bool, table: Table, first: int) -> Iterator[None]:
+    if per_load:
+        with foreign_keys_checked_per_load(conn, [Load(table, first)]):
+            yield
+    else:
+        yield
