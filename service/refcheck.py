@@ -24,6 +24,7 @@ Without the privilege, or when a loaded table has triggers or rules of its own (
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, Table
 
 ROLE_SETTING = "session_replication_role"
+log = logging.getLogger("gpuatlas.ingest")
+_told: set[str] = set()
 
 
 class BrokenReference(Exception):
@@ -49,19 +52,30 @@ class Load:
 def may_skip_row_checks(conn: Connection, tables: Sequence[Table]) -> bool:
     """Whether this PostgreSQL session may set ``session_replication_role`` and none of
     ``tables`` has a trigger or rule that ``replica`` would also silence."""
-    if conn.dialect.name != "postgresql":
-        return False
+    return conn.dialect.name == "postgresql" and row_checks_needed(conn, tables) is None
+
+
+def row_checks_needed(conn: Connection, tables: Sequence[Table]) -> str | None:
+    """Why a PostgreSQL load into ``tables`` must keep the per-row checks, or None."""
     version = int(conn.exec_driver_sql("SHOW server_version_num").scalar() or 0)
     if not conn.exec_driver_sql(privilege_query(version)).scalar():
-        return False
+        grant = (
+            f"GRANT SET ON PARAMETER {ROLE_SETTING} TO <role>"
+            if version >= 150000
+            else "a superuser (PostgreSQL 15 and later: a grant of SET on it)"
+        )
+        return f"this role may not set {ROLE_SETTING} ({grant} would allow it)"
     names = [table.name for table in tables]
     own = conn.exec_driver_sql(
-        "SELECT (SELECT count(*) FROM pg_trigger WHERE NOT tgisinternal "
-        "AND tgrelid = ANY(%(oids)s)) + (SELECT count(*) FROM pg_rewrite "
-        "WHERE ev_class = ANY(%(oids)s))",
+        "SELECT array(SELECT DISTINCT c.relname FROM pg_class AS c WHERE c.oid = ANY(%(oids)s) "
+        "AND (EXISTS (SELECT 1 FROM pg_trigger AS t WHERE t.tgrelid = c.oid "
+        "AND NOT t.tgisinternal) OR EXISTS (SELECT 1 FROM pg_rewrite AS r "
+        "WHERE r.ev_class = c.oid)) ORDER BY c.relname)",
         {"oids": [_oid(conn, name) for name in names]},
     ).scalar()
-    return own == 0
+    if own:
+        return f"{', '.join(own)} has triggers or rules of its own, which replica would silence"
+    return None
 
 
 def privilege_query(server_version_num: int) -> str:
@@ -86,7 +100,14 @@ def foreign_keys_checked_per_load(conn: Connection, loads: Sequence[Load]) -> It
     foreign keys are checked, and the referenced rows locked, once at the end (see the
     module's docstring). In the caller's transaction, which must be open. If the body
     fails, nothing is done: the caller's rollback ends the setting with the rest."""
-    if not loads or not may_skip_row_checks(conn, [load.table for load in loads]):
+    if not loads or conn.dialect.name != "postgresql":
+        yield
+        return
+    reason = row_checks_needed(conn, [load.table for load in loads])
+    if reason is not None:
+        if reason not in _told:  # once per process and reason: it holds until changed
+            _told.add(reason)
+            log.info("large loads keep PostgreSQL's per-row foreign-key checks: %s", reason)
         yield
         return
     previous = conn.exec_driver_sql(f"SELECT current_setting('{ROLE_SETTING}')").scalar()

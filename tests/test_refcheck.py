@@ -47,6 +47,10 @@ def engine(pg_url: str) -> Iterator[Engine]:
     engine.dispose()
 
 
+def told(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "gpuatlas.ingest"]
+
+
 def replication_roles(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The session's ``session_replication_role`` as the new offers are loaded (read
     just before their ``COPY``: no other statement can run during one)."""
@@ -178,11 +182,16 @@ def test_the_referenced_rows_are_locked_until_the_ingest_commits(
 
 @pytest.mark.postgres
 def test_a_table_with_a_trigger_of_its_own_keeps_row_checks_and_its_trigger(
-    engine: Engine, pg_url: str, monkeypatch: pytest.MonkeyPatch
+    engine: Engine,
+    pg_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """``replica`` would silence every ordinary trigger, not only the foreign keys': a
     loaded table with one of its own (an operator's audit, say) is loaded as before."""
     monkeypatch.setattr(service.ingest, "PER_LOAD_CHECKS_MIN_ROWS", 100)
+    monkeypatch.setattr(service.refcheck, "_told", set())
+    caplog.set_level("INFO", logger="gpuatlas.ingest")
     seen = replication_roles(engine, monkeypatch)
     with engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE audit_count (n integer NOT NULL)")
@@ -200,6 +209,10 @@ def test_a_table_with_a_trigger_of_its_own_keeps_row_checks_and_its_trigger(
         assert seen == ["origin"]
         with engine.connect() as conn:
             assert conn.exec_driver_sql("SELECT count(*) FROM audit_count").scalar() == SIZE
+        assert told(caplog) == [
+            "large loads keep PostgreSQL's per-row foreign-key checks: offer has triggers "
+            "or rules of its own, which replica would silence"
+        ]
     finally:
         with engine.begin() as conn:
             conn.exec_driver_sql("DROP TRIGGER audit_offer ON offer")
@@ -237,9 +250,12 @@ def plain_role_url(pg_url: str) -> Iterator[str]:
 
 @pytest.mark.postgres
 def test_a_role_without_the_privilege_checks_row_by_row(
-    plain_role_url: str, monkeypatch: pytest.MonkeyPatch
+    plain_role_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """It says so once in the log, with the grant that would allow the faster way."""
     monkeypatch.setattr(service.ingest, "PER_LOAD_CHECKS_MIN_ROWS", 100)
+    monkeypatch.setattr(service.refcheck, "_told", set())
+    caplog.set_level("INFO", logger="gpuatlas.ingest")
     engine = make_engine(plain_role_url, pool_size=1, max_overflow=0)
     statements: list[str] = []
     event.listen(engine, "before_cursor_execute", lambda _c, _cur, sql, *_: statements.append(sql))
@@ -249,6 +265,17 @@ def test_a_role_without_the_privilege_checks_row_by_row(
         assert result.status.value == "ok" and result.added == SIZE
         assert seen == ["origin"]
         assert not any("set_config('session_replication_role'" in s for s in statements)
+        again = ingest(
+            engine,
+            settings_for(plain_role_url),
+            CrawlResult("other", records(SIZE, source="other")),
+        )
+        assert again.status.value == "ok"
+        assert told(caplog) == [  # once, not at every large load
+            "large loads keep PostgreSQL's per-row foreign-key checks: this role may not set "
+            "session_replication_role (GRANT SET ON PARAMETER session_replication_role TO "
+            "<role> would allow it)"
+        ]
         with engine.begin() as conn:  # and the helper says why, without trying
             assert not service.refcheck.may_skip_row_checks(conn, [OFFER, OBS])
             for version in (140011, 150019):  # asked either way, the answer is no
