@@ -49,14 +49,10 @@ class Load:
     first_id: int
 
 
-def may_skip_row_checks(conn: Connection, tables: Sequence[Table]) -> bool:
-    """Whether this PostgreSQL session may set ``session_replication_role`` and none of
-    ``tables`` has a trigger or rule that ``replica`` would also silence."""
-    return conn.dialect.name == "postgresql" and row_checks_needed(conn, tables) is None
-
-
 def row_checks_needed(conn: Connection, tables: Sequence[Table]) -> str | None:
-    """Why a PostgreSQL load into ``tables`` must keep the per-row checks, or None."""
+    """Why a PostgreSQL load into ``tables`` must keep the per-row checks (this session
+    may not set ``session_replication_role``, or one of ``tables`` has a trigger or rule
+    that ``replica`` would also silence), or None."""
     version = int(conn.exec_driver_sql("SHOW server_version_num").scalar() or 0)
     if not conn.exec_driver_sql(privilege_query(version)).scalar():
         grant = (

@@ -277,7 +277,8 @@ def test_a_role_without_the_privilege_checks_row_by_row(
             "<role> would allow it)"
         ]
         with engine.begin() as conn:  # and the helper says why, without trying
-            assert not service.refcheck.may_skip_row_checks(conn, [OFFER, OBS])
+            reason = service.refcheck.row_checks_needed(conn, [OFFER, OBS])
+            assert reason is not None and reason.startswith("this role may not set")
             for version in (140011, 150019):  # asked either way, the answer is no
                 query = service.refcheck.privilege_query(version)
                 assert conn.exec_driver_sql(query).scalar() is False
@@ -290,12 +291,19 @@ def test_a_role_without_the_privilege_checks_row_by_row(
 
 
 def test_on_sqlite_nothing_changes(sqlite_url: str) -> None:
+    """SQLite checks its foreign keys itself, cheaply: the scope runs no statement."""
     engine = make_engine(sqlite_url)
+    statements: list[str] = []
     try:
         with engine.begin() as conn:
-            assert not service.refcheck.may_skip_row_checks(conn, [OFFER])
-            with foreign_keys_checked_per_load(conn, [Load(OFFER, 1)]):
-                assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+            event.listen(
+                engine, "before_cursor_execute", lambda _c, _cur, sql, *_: statements.append(sql)
+            )
+            with foreign_keys_checked_per_load(conn, [Load(OFFER, 1), Load(OBS, 1)]):
+                pass
+        assert statements == []
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
     finally:
         engine.dispose()
 
@@ -308,7 +316,7 @@ def test_a_missing_table_is_named(pg_url: str) -> None:
     engine = make_engine(pg_url)
     try:
         with engine.begin() as conn, pytest.raises(LookupError, match="no_such_table"):
-            service.refcheck.may_skip_row_checks(conn, [ghost])
+            service.refcheck.row_checks_needed(conn, [ghost])
     finally:
         engine.dispose()
 
