@@ -33,7 +33,7 @@ def settings_for(url: str) -> Settings:
 
 @pytest.fixture(params=["per-load", "per-row"])
 def checks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Large loads (here from 100 observations on) checked per load, or every load row
+    """Large loads (here from 100 new offers on) checked per load, or every load row
     by row (the threshold out of reach)."""
     threshold = 100 if request.param == "per-load" else 10**9
     monkeypatch.setattr(service.ingest, "PER_LOAD_CHECKS_MIN_ROWS", threshold)
