@@ -35,12 +35,14 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
+from schema.prices import Offer, PriceObservation
 from schema.records import OfferRecord
 from service.config import FIXTURES_DIR, REFERENCE_DIR, Settings
 from service.crawl import crawl_source
 from service.db import make_engine, normalize_url
 from service.ingest import CrawlResult, ingest
 from service.migrate import upgrade
+from service.refcheck import row_checks_needed
 from service.reference import load_reference
 from tests.pg import pg_database
 
@@ -294,6 +296,22 @@ def floor(
     return timed("floor: raw executemany", engine, sqlite_path, go)
 
 
+def foreign_key_checks(url: str) -> str:
+    """How this role's large loads check foreign keys (see service/refcheck.py)."""
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            reason = row_checks_needed(conn, [Offer.__table__, PriceObservation.__table__])  # type: ignore[attr-defined]
+    finally:
+        engine.dispose()
+    if reason is None:
+        return (
+            "(large loads' foreign keys checked once per load: this role may set "
+            "session_replication_role)"
+        )
+    return f"(large loads' foreign keys checked row by row: {reason})"
+
+
 def main() -> None:
     print(
         f"ingest benchmark: {N:,} offers ({PROVIDERS} providers, {REGIONS} regions, "
@@ -307,6 +325,7 @@ def main() -> None:
     if admin:
         results["PostgreSQL"] = []
     loops: list[float] = []
+    checks = ""
     for _ in range(ROUNDS):  # the databases take turns: a slow minute hits both alike
         loops.append(reference_loop())
         with tempfile.TemporaryDirectory() as tmp:
@@ -317,6 +336,7 @@ def main() -> None:
         if admin:
             with pg_database(admin) as url:
                 figures = run_backend("postgresql", url, None, *records)
+                checks = foreign_key_checks(url)
             with pg_database(admin) as url:
                 figures.append(run_sku_per_offer(url, None, wide))
             results["PostgreSQL"].append(figures)
@@ -327,6 +347,8 @@ def main() -> None:
     )
     for backend, rounds in results.items():
         print(f"\n{backend}")
+        if backend == "PostgreSQL":
+            print(f"  {checks}")
         for step in range(len(rounds[0])):
             print(line([figures[step] for figures in rounds], N))
         ratios = sorted(figures[0].seconds / figures[FLOOR].seconds for figures in rounds)
