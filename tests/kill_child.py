@@ -4,7 +4,9 @@ Reads a target ("a" or "b") per line on stdin, optionally followed by the URL of
 database to ingest into; for each, forks a child that prints ``ready <pid>``, ingests
 that record set and exits. Children are reaped automatically, so a killed child's pid
 disappears as soon as it is dead. A second argument sets the bulk-load index rebuild
-threshold (``service.bulk.REBUILD_MIN_ROWS``), so small ingests take that path too.
+threshold (``service.bulk.REBUILD_MIN_ROWS``) and a third the threshold of PostgreSQL's
+per-load foreign-key checks (``service.ingest.PER_LOAD_CHECKS_MIN_ROWS``), so small
+ingests take those paths too.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ def main() -> None:
         import service.bulk
 
         service.bulk.REBUILD_MIN_ROWS = int(sys.argv[2])
+    if len(sys.argv) > 3:
+        import service.ingest
+
+        service.ingest.PER_LOAD_CHECKS_MIN_ROWS = int(sys.argv[3])
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     settings = Settings(database_url=url, environment="test", _env_file=None)  # type: ignore[call-arg]
     prepared = {"a": record_set("a"), "b": record_set("b")}

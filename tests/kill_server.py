@@ -8,14 +8,23 @@ import subprocess
 import sys
 import time
 
+from service.bulk import REBUILD_MIN_ROWS
 from tests.conftest import ROOT
 
 
 class KillServer:
     """A running ``tests.kill_child`` fork server on ``url`` (see there)."""
 
-    def __init__(self, url: str, rebuild_min_rows: int | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        rebuild_min_rows: int | None = None,
+        per_load_checks_min_rows: int | None = None,
+    ) -> None:
         extra = [] if rebuild_min_rows is None else [str(rebuild_min_rows)]
+        if per_load_checks_min_rows is not None:
+            rebuild = REBUILD_MIN_ROWS if rebuild_min_rows is None else rebuild_min_rows
+            extra = [str(rebuild), str(per_load_checks_min_rows)]
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.kill_child", url, *extra],
             stdin=subprocess.PIPE,

@@ -5,6 +5,10 @@ the same locks on referenced rows, and no trigger of anyone else's silenced."""
 from __future__ import annotations
 
 import contextlib
+import os
+import random
+import signal
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -22,7 +26,10 @@ from service.config import Settings
 from service.db import make_engine
 from service.ingest import CrawlResult, ingest
 from service.refcheck import BrokenReference, Load, foreign_keys_checked_per_load
+from tests.conftest import truncate_all
 from tests.factories import OBS, OFFER, catalog_state, check_invariants, records
+from tests.kill_server import KillServer
+from tests.test_ingest_kill import SIZE as KILL_SIZE
 
 SIZE = 400
 
@@ -396,3 +403,83 @@ def checked(conn: Connection, per_load: bool, table: Table, first: int) -> Itera
             yield
     else:
         yield
+
+
+def wait_quiet(engine: Engine, seconds: float = 60) -> None:
+    """Until no other session is connected to this database: a killed client's backend
+    ends its transaction (rolled back, or committed if its COMMIT had been sent) first."""
+    deadline = time.monotonic() + seconds
+    with engine.connect() as conn:
+        while time.monotonic() < deadline:
+            others = conn.exec_driver_sql(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid()"
+            ).scalar()
+            if not others:
+                return
+            time.sleep(0.01)
+    raise AssertionError("a killed client's session did not end")
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_sigkill_during_a_load_checked_per_load_leaves_none_or_all_of_it(pg_url: str) -> None:
+    """SIGKILL at random points of a first ingest that skips the per-row checks: each
+    time the catalog holds none or all of the offers, every reference holds, and new
+    sessions check row by row as always; then an ingest works."""
+    rng = random.Random(20261130)
+    engine = make_engine(pg_url, poolclass=NullPool)
+    server = KillServer(pg_url, per_load_checks_min_rows=100)
+    outcomes = {"before": 0, "after": 0}
+    try:
+        durations = []
+        for _ in range(2):
+            started = time.monotonic()
+            server.wait_dead(server.spawn("a"))
+            durations.append(time.monotonic() - started)
+            assert offer_count(engine) == KILL_SIZE  # a whole ingest, checked per load
+            truncate_all(pg_url)
+        window = 1.25 * durations[-1]
+        for kill in range(30):
+            if kill >= 12 and outcomes["before"] and outcomes["after"]:
+                break
+            if kill >= 12:
+                window = window * 1.5 if outcomes["before"] else window / 1.5
+            pid = server.spawn("a")
+            time.sleep(rng.uniform(0.0, window))
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            server.wait_dead(pid)
+            wait_quiet(engine)
+            count = offer_count(engine)
+            assert count in (0, KILL_SIZE), f"half an ingest is visible: {count}"
+            outcomes["after" if count else "before"] += 1
+            with engine.connect() as conn:
+                assert conn.exec_driver_sql("SHOW session_replication_role").scalar() == "origin"
+                orphans = conn.exec_driver_sql(
+                    "SELECT (SELECT count(*) FROM price_observation AS o WHERE NOT EXISTS "
+                    "(SELECT 1 FROM offer AS f WHERE f.id = o.offer_id)) + (SELECT count(*) "
+                    "FROM offer AS f WHERE NOT EXISTS (SELECT 1 FROM provider AS p "
+                    "WHERE p.slug = f.provider))"
+                ).scalar()
+                assert orphans == 0
+            check_invariants(engine)
+            truncate_all(pg_url)
+    finally:
+        server.close()
+        engine.dispose()
+    print(f"kill outcomes: {outcomes}")
+    if not (outcomes["before"] and outcomes["after"]):
+        pytest.fail(f"kills did not land on both sides of the commit: {outcomes}")
+    engine = make_engine(pg_url)
+    try:
+        result = ingest(engine, settings_for(pg_url), CrawlResult("acme", records(KILL_SIZE)))
+        assert result.status.value == "ok" and offer_count(engine) == KILL_SIZE
+        check_invariants(engine)
+    finally:
+        engine.dispose()
+
+
+def offer_count(engine: Engine) -> int:
+    with engine.connect() as conn:
+        return int(conn.exec_driver_sql("SELECT count(*) FROM offer").scalar() or 0)
