@@ -406,14 +406,15 @@ def checked(conn: Connection, per_load: bool, table: Table, first: int) -> Itera
 
 
 def wait_quiet(engine: Engine, seconds: float = 60) -> None:
-    """Until no other session is connected to this database: a killed client's backend
-    ends its transaction (rolled back, or committed if its COMMIT had been sent) first."""
+    """Until no other session of this database is in a transaction: a killed client's
+    backend ends its transaction (rolled back, or committed if its COMMIT had been sent)
+    before it goes away. Idle sessions (other tests' pooled connections) hold nothing."""
     deadline = time.monotonic() + seconds
     with engine.connect() as conn:
         while time.monotonic() < deadline:
             others = conn.exec_driver_sql(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND pid <> pg_backend_pid()"
+                "AND pid <> pg_backend_pid() AND state IS DISTINCT FROM 'idle'"
             ).scalar()
             if not others:
                 return
