@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import date
 from typing import Any
@@ -50,14 +51,19 @@ def _price(client: TestClient) -> tuple[str, str]:
     return response.headers[CACHE], response.json()["data"][0]["price"]["amount"]
 
 
-def _until_hit(client: TestClient, url: str) -> Any:
+def _until_hit(client: TestClient, url: str, seconds: float = 20) -> Any:
     """The first cached answer to ``url``. On PostgreSQL any write in the whole cluster (other
-    test databases, other programs) starts a new generation, so a hit may take a retry."""
-    for _ in range(20):
+    test databases, other programs) starts a new generation, so a hit may take retries:
+    for as long as a test on the other worker keeps writing (a SIGKILL test ingests and
+    empties its database tens of times in a row), hence a time limit, not a count."""
+    deadline = time.monotonic() + seconds
+    while True:
         response = client.get(url)
         if response.headers.get(CACHE) == "hit":
             return response
-    raise AssertionError(f"{url} never served from the cache")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{url} never served from the cache in {seconds} s")
+        time.sleep(0.005)
 
 
 def test_same_question_same_bytes_until_a_commit(
