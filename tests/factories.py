@@ -88,3 +88,9 @@ def check_invariants(engine: Engine) -> None:
             .where(OFFER.c.amount != OBS.c.amount)
         ).scalar()
         assert mismatched == 0, "offer's current amount equals its current observation"
+
+
+def offer_count(engine: Engine) -> int:
+    """How many offers the catalog holds, whatever their status."""
+    with engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(OFFER)).scalar() or 0)

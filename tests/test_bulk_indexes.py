@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, Engine, Table, event, func, select, text
+from sqlalchemy import Connection, Engine, Table, event, text
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.pool import NullPool
 
@@ -42,7 +42,7 @@ from service.db import make_engine, writer
 from service.fx import Rate, store_rates
 from service.ingest import CrawlResult, Payload, ingest
 from tests.conftest import truncate_all
-from tests.factories import OFFER, check_invariants, records
+from tests.factories import check_invariants, offer_count, records
 from tests.kill_server import KillServer
 from tests.test_ingest_kill import SIZE as KILL_SIZE
 
@@ -61,11 +61,6 @@ def schema_indexes(path: Path) -> list[tuple[str, str, str]]:
 
 def db_path(url: str) -> Path:
     return Path(url.removeprefix("sqlite:///"))
-
-
-def offer_count(engine: Engine) -> int:
-    with engine.connect() as conn:
-        return int(conn.execute(select(func.count()).select_from(OFFER)).scalar() or 0)
 
 
 @pytest.fixture

@@ -27,7 +27,14 @@ from service.db import make_engine
 from service.ingest import CrawlResult, ingest
 from service.refcheck import BrokenReference, Load, foreign_keys_checked_per_load
 from tests.conftest import truncate_all
-from tests.factories import OBS, OFFER, catalog_state, check_invariants, records
+from tests.factories import (
+    OBS,
+    OFFER,
+    catalog_state,
+    check_invariants,
+    offer_count,
+    records,
+)
 from tests.kill_server import KillServer
 from tests.test_ingest_kill import SIZE as KILL_SIZE
 
@@ -48,8 +55,9 @@ def checks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
 
 
 @pytest.fixture
-def engine(pg_url: str) -> Iterator[Engine]:
-    engine = make_engine(pg_url, pool_size=1, max_overflow=0)  # one session throughout
+def pg_engine(pg_url: str) -> Iterator[Engine]:
+    """PostgreSQL only (unlike conftest's ``engine``), one session throughout."""
+    engine = make_engine(pg_url, pool_size=1, max_overflow=0)
     yield engine
     engine.dispose()
 
@@ -74,9 +82,9 @@ def replication_roles(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[s
 
 @pytest.mark.postgres
 def test_a_large_load_skips_row_checks_only_while_it_loads(
-    engine: Engine, pg_url: str, checks: str, monkeypatch: pytest.MonkeyPatch
+    pg_engine: Engine, pg_url: str, checks: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    seen = replication_roles(engine, monkeypatch)
+    seen = replication_roles(pg_engine, monkeypatch)
     after: list[str] = []
     real = service.ingest._ensure_instance_types
 
@@ -85,13 +93,13 @@ def test_a_large_load_skips_row_checks_only_while_it_loads(
         real(conn, *args)
 
     monkeypatch.setattr(service.ingest, "_ensure_instance_types", next_step)
-    result = ingest(engine, settings_for(pg_url), CrawlResult("acme", records(SIZE)))
+    result = ingest(pg_engine, settings_for(pg_url), CrawlResult("acme", records(SIZE)))
     assert result.status.value == "ok" and result.added == SIZE
     assert seen == (["replica"] if checks == "per-load" else ["origin"])
     assert after == ["origin"]
-    with engine.connect() as conn:  # the same session: the setting did not outlive the load
+    with pg_engine.connect() as conn:  # the same session: the setting did not outlive the load
         assert conn.exec_driver_sql("SHOW session_replication_role").scalar() == "origin"
-    check_invariants(engine)
+    check_invariants(pg_engine)
 
 
 @pytest.mark.postgres
@@ -127,37 +135,37 @@ def test_both_ways_store_the_same_catalog(pg_url: str, monkeypatch: pytest.Monke
 
 @pytest.mark.postgres
 def test_a_broken_reference_is_refused_and_nothing_is_committed(
-    engine: Engine, pg_url: str, checks: str, monkeypatch: pytest.MonkeyPatch
+    pg_engine: Engine, pg_url: str, checks: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An ingest whose new offers name a provider that has no row (the registration
     step is knocked out) fails either way, and the catalog is as it was."""
     settings = settings_for(pg_url)
-    assert ingest(engine, settings, CrawlResult("acme", records(50))).status.value == "ok"
-    before = catalog_state(engine)
+    assert ingest(pg_engine, settings, CrawlResult("acme", records(50))).status.value == "ok"
+    before = catalog_state(pg_engine)
     monkeypatch.setattr(service.ingest, "_ensure_providers", lambda *args: None)
     ghost = records(SIZE, provider="ghost-cloud", source="ghost")
     # row by row, PostgreSQL's own refusal, from the COPY (psycopg's, not wrapped)
     expected = BrokenReference if checks == "per-load" else ForeignKeyViolation
     with pytest.raises(expected) as raised:
-        ingest(engine, settings, CrawlResult("ghost", ghost))
+        ingest(pg_engine, settings, CrawlResult("ghost", ghost))
     if checks == "per-load":
         assert "offer.provider refers to no provider.slug: 'ghost-cloud'" in str(raised.value)
-    assert catalog_state(engine) == before
-    with engine.connect() as conn:
+    assert catalog_state(pg_engine) == before
+    with pg_engine.connect() as conn:
         assert conn.exec_driver_sql("SHOW session_replication_role").scalar() == "origin"
     monkeypatch.undo()
-    assert ingest(engine, settings, CrawlResult("ghost", ghost)).status.value == "ok"
-    check_invariants(engine)
+    assert ingest(pg_engine, settings, CrawlResult("ghost", ghost)).status.value == "ok"
+    check_invariants(pg_engine)
 
 
 @pytest.mark.postgres
 def test_the_referenced_rows_are_locked_until_the_ingest_commits(
-    engine: Engine, pg_url: str, checks: str, monkeypatch: pytest.MonkeyPatch
+    pg_engine: Engine, pg_url: str, checks: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Before the ingest commits, another session cannot delete the provider its new
     offers refer to (it waits on the lock the checks took, here for 200 ms at most)."""
     settings = settings_for(pg_url)
-    with engine.begin() as conn:
+    with pg_engine.begin() as conn:
         conn.exec_driver_sql(
             "INSERT INTO provider (slug, name, kind, status) "
             "VALUES ('acme', 'Acme', 'unknown', 'active')"
@@ -180,16 +188,16 @@ def test_the_referenced_rows_are_locked_until_the_ingest_commits(
 
     monkeypatch.setattr(service.ingest, "enqueue_for_diff", meanwhile)
     try:
-        assert ingest(engine, settings, CrawlResult("acme", records(SIZE))).status.value == "ok"
+        assert ingest(pg_engine, settings, CrawlResult("acme", records(SIZE))).status.value == "ok"
     finally:
         other.dispose()
     assert outcome == ["LockNotAvailable"]
-    check_invariants(engine)
+    check_invariants(pg_engine)
 
 
 @pytest.mark.postgres
 def test_a_table_with_a_trigger_of_its_own_keeps_row_checks_and_its_trigger(
-    engine: Engine,
+    pg_engine: Engine,
     pg_url: str,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
@@ -199,8 +207,8 @@ def test_a_table_with_a_trigger_of_its_own_keeps_row_checks_and_its_trigger(
     monkeypatch.setattr(service.ingest, "PER_LOAD_CHECKS_MIN_ROWS", 100)
     monkeypatch.setattr(service.refcheck, "_told", set())
     caplog.set_level("INFO", logger="gpuatlas.ingest")
-    seen = replication_roles(engine, monkeypatch)
-    with engine.begin() as conn:
+    seen = replication_roles(pg_engine, monkeypatch)
+    with pg_engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE audit_count (n integer NOT NULL)")
         conn.exec_driver_sql(
             "CREATE FUNCTION audit_offer() RETURNS trigger LANGUAGE plpgsql AS "
@@ -211,17 +219,17 @@ def test_a_table_with_a_trigger_of_its_own_keeps_row_checks_and_its_trigger(
             "FOR EACH ROW EXECUTE FUNCTION audit_offer()"
         )
     try:
-        result = ingest(engine, settings_for(pg_url), CrawlResult("acme", records(SIZE)))
+        result = ingest(pg_engine, settings_for(pg_url), CrawlResult("acme", records(SIZE)))
         assert result.status.value == "ok"
         assert seen == ["origin"]
-        with engine.connect() as conn:
+        with pg_engine.connect() as conn:
             assert conn.exec_driver_sql("SELECT count(*) FROM audit_count").scalar() == SIZE
         assert told(caplog) == [
             "large loads keep PostgreSQL's per-row foreign-key checks: offer has triggers "
             "or rules of its own, which replica would silence"
         ]
     finally:
-        with engine.begin() as conn:
+        with pg_engine.begin() as conn:
             conn.exec_driver_sql("DROP TRIGGER audit_offer ON offer")
             conn.exec_driver_sql("DROP FUNCTION audit_offer()")
             conn.exec_driver_sql("DROP TABLE audit_count")
@@ -479,8 +487,3 @@ def test_sigkill_during_a_load_checked_per_load_leaves_none_or_all_of_it(pg_url:
         check_invariants(engine)
     finally:
         engine.dispose()
-
-
-def offer_count(engine: Engine) -> int:
-    with engine.connect() as conn:
-        return int(conn.exec_driver_sql("SELECT count(*) FROM offer").scalar() or 0)
