@@ -60,6 +60,11 @@ class Offer(SQLModel, table=True):
     price_per: str = Field(default="instance", max_length=16)
     gpu_slug: str | None = Field(default=None, max_length=64)
     gpu_name_raw: str | None = Field(default=None, max_length=200)
+    gpu_inferred: bool = Field(
+        default=False,
+        sa_column_kwargs={"server_default": text("false")},
+        description="the GPU model was picked by a documented family default",
+    )
     gpu_count: Decimal = Field(sa_type=DecimalType)
     gpu_memory_gb: Decimal | None = Field(default=None, sa_type=DecimalType)
     vcpus: Decimal | None = Field(default=None, sa_type=DecimalType)

@@ -1,0 +1,32 @@
+"""offer.gpu_inferred: the GPU model was picked by a documented family default
+
+A raw GPU name that leaves out memory or form factor ("A100", "H100") resolves to the
+variant its family's default names (see fixtures/reference/README.md); such an offer
+says so, so a reader can tell a stated model from an inferred one.
+
+Revision ID: 0010
+Revises: 0009
+Create Date: 2026-12-01 22:00:00
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = '0010'
+down_revision: str | Sequence[str] | None = '0009'
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table('offer', schema=None) as batch_op:
+        batch_op.add_column(
+            sa.Column('gpu_inferred', sa.Boolean(), nullable=False, server_default=sa.false())
+        )
+
+
+def downgrade() -> None:
+    with op.batch_alter_table('offer', schema=None) as batch_op:
+        batch_op.drop_column('gpu_inferred')
