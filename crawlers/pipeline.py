@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from pydantic import ValidationError
@@ -59,13 +60,24 @@ def stamp(record: dict[str, Any], meta: SourceMeta, *_: Any) -> dict[str, Any]:
 def map_gpu(
     record: dict[str, Any], meta: SourceMeta, stats: PipelineStats, ref: ReferenceIndex
 ) -> dict[str, Any]:
-    if not record.get("gpu_model"):
-        slug = ref.gpu(record.get("gpu_name_raw"))
-        if slug:
-            record["gpu_model"] = slug
-        elif record.get("gpu_name_raw"):
-            stats.unmapped[f"gpu:{record['gpu_name_raw']}"] += 1
+    """Name the model a raw GPU name states. One picked by a family default is left to
+    ingest, which resolves it again against the catalog and marks the offer inferred."""
+    raw = record.get("gpu_name_raw")
+    if not record.get("gpu_model") and raw:
+        found = ref.resolve_gpu(str(raw), _memory(record.get("gpu_memory_gb")))
+        if found.slug is None:
+            stats.unmapped[f"gpu:{raw}"] += 1
+        elif not found.inferred:
+            record["gpu_model"] = found.slug
     return record
+
+
+def _memory(value: Any) -> Decimal | None:
+    """A record's GPU memory as the parser's hint (None if it is not a number yet)."""
+    try:
+        return None if value is None or isinstance(value, bool) else Decimal(str(value))
+    except InvalidOperation:
+        return None
 
 
 def map_region(

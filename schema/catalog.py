@@ -58,6 +58,11 @@ class GpuModel(SQLModel, table=True):
     die_area_mm2: Decimal | None = Field(default=None, sa_type=DecimalType)
     interconnect: str | None = Field(default=None, max_length=200)
     form_factor: str | None = Field(default=None, max_length=32)
+    default_rank: int | None = Field(
+        default=None,
+        description="a family default: picked (lowest first) when a raw name leaves out "
+        "what tells this model from its siblings (schema.gpu_names)",
+    )
     data_center: bool = True
     tdp_w: int | None = None
     launch_year: int | None = None

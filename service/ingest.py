@@ -25,10 +25,10 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy import Connection, Engine, func, insert, select, text, update
 
-from schema.catalog import GpuAlias, GpuModel, InstanceType, Provider, Region
+from schema.catalog import InstanceType, Provider, Region
 from schema.crawl import CrawlRun, CrawlRunPayload, RawPayload, RejectedRecord, UnmappedName
 from schema.enums import CrawlStatus, OfferStatus, PricePer, UnmappedKind
-from schema.names import gpu_alias_key
+from schema.gpu_names import GpuNameIndex
 from schema.prices import CatalogVersion, Offer, PriceObservation, sort_key_e10
 from schema.records import OfferRecord, describe_validation_error
 from schema.types import decimal_to_text, utcnow
@@ -46,6 +46,7 @@ from service.config import Settings
 from service.db import writer
 from service.fx import FxTable, Rate, check_against_stored, store_rates
 from service.gcpause import no_gc_pauses
+from service.gpu_catalog import gpu_name_index
 from service.refcheck import Load, foreign_keys_checked_per_load
 from service.run_owner import close_dead_runs, this_owner
 from service.units import gpu_hourly, instance_hourly, q
@@ -60,8 +61,6 @@ REJECTED = RejectedRecord.__table__  # type: ignore[attr-defined]
 UNMAPPED = UnmappedName.__table__  # type: ignore[attr-defined]
 PROVIDER = Provider.__table__  # type: ignore[attr-defined]
 REGION = Region.__table__  # type: ignore[attr-defined]
-ALIAS = GpuAlias.__table__  # type: ignore[attr-defined]
-GPU = GpuModel.__table__  # type: ignore[attr-defined]
 SKU = InstanceType.__table__  # type: ignore[attr-defined]
 
 MAX_STORED_REJECTIONS = 1000
@@ -73,6 +72,7 @@ INGEST_LOCK_KEY = 0x67707561  # "gpua": one catalog, one writer at a time (Postg
 ATTRIBUTES = (
     "price_per",
     "gpu_slug",
+    "gpu_inferred",
     "gpu_name_raw",
     "gpu_count",
     "gpu_memory_gb",
@@ -491,18 +491,15 @@ def _lock(conn: Connection) -> None:
 
 @dataclass
 class _Reference:
-    aliases: dict[str, str]
-    gpu_slugs: set[str]
+    gpus: GpuNameIndex
     providers: set[str]
     regions: dict[tuple[str, str], str]
 
     @classmethod
     def load(cls, conn: Connection) -> _Reference:
-        alias_rows = conn.execute(select(ALIAS.c.alias, ALIAS.c.gpu_slug))
         region_rows = conn.execute(select(REGION.c.provider, REGION.c.code, REGION.c.country))
         return cls(
-            aliases={alias: slug for alias, slug in alias_rows},  # noqa: C416 (Result.keys)
-            gpu_slugs=set(conn.execute(select(GPU.c.slug)).scalars()),
+            gpus=gpu_name_index(conn),
             providers=set(conn.execute(select(PROVIDER.c.slug)).scalars()),
             regions={(provider, code): country for provider, code, country in region_rows},
         )
@@ -528,7 +525,7 @@ class _Resolver:
         self._misses: dict[tuple[tuple[str | None, str | None] | None, Any], int] = {}
         """(unmapped GPU names, unmapped provider/region) -> records: one dict increment
         per unmapped record, expanded into :attr:`unmapped` once, at the end."""
-        self._gpu: dict[tuple[str | None, str | None], str | None] = {}
+        self._gpu: dict[tuple[str | None, str | None, Decimal | None], tuple[str | None, bool]] = {}
         self.digests: dict[tuple[Any, ...], str] = {}
         """Fingerprint memo: attributes -> their digest. Exact: equal attributes have the
         same text (decimals are hashed in canonical form), and offers of one SKU share
@@ -537,10 +534,11 @@ class _Resolver:
     def attributes(self, fields: Mapping[str, Any]) -> tuple[Any, ...]:
         """A record's SKU attributes (``fields`` is its ``__dict__``), in ATTRIBUTES order,
         resolved."""
-        gpu_key = (fields["gpu_model"], fields["gpu_name_raw"])
-        gpu_slug = self._gpu.get(gpu_key, _MISSING)
-        if gpu_slug is _MISSING:
-            gpu_slug = self._gpu[gpu_key] = self._resolve_gpu(*gpu_key)
+        gpu_key = (fields["gpu_model"], fields["gpu_name_raw"], fields["gpu_memory_gb"])
+        gpu = self._gpu.get(gpu_key)
+        if gpu is None:
+            gpu = self._gpu[gpu_key] = self._resolve_gpu(*gpu_key)
+        gpu_slug, gpu_inferred = gpu
         country = fields["country"]
         region_country = self.reference.regions.get((fields["provider"], fields["region"]))
         if region_country is None and (country or fields["region"] in GLOBAL_REGIONS):
@@ -550,6 +548,7 @@ class _Resolver:
         return (
             fields["price_per"],
             gpu_slug,
+            gpu_inferred,
             fields["gpu_name_raw"],
             fields["gpu_count"],
             fields["gpu_memory_gb"],
@@ -586,12 +585,16 @@ class _Resolver:
                 self.unmapped[(REGION_NAME, "/".join(region))] += records
         self._misses.clear()
 
-    def _resolve_gpu(self, gpu_model: str | None, gpu_name_raw: str | None) -> str | None:
+    def _resolve_gpu(
+        self, gpu_model: str | None, gpu_name_raw: str | None, memory_gb: Decimal | None
+    ) -> tuple[str | None, bool]:
+        """(slug, inferred): a source's own slug if the catalog has it, else the raw name
+        read by the parser (see schema.gpu_names)."""
+        gpus = self.reference.gpus
         if gpu_model is not None:
-            return gpu_model if gpu_model in self.reference.gpu_slugs else None
-        if gpu_name_raw:
-            return self.reference.aliases.get(gpu_alias_key(gpu_name_raw))
-        return None
+            return (gpu_model, False) if gpu_model in gpus.slugs else (None, False)
+        found = gpus.resolve(gpu_name_raw, memory_gb) if gpu_name_raw else None
+        return (found.slug, found.inferred) if found is not None else (None, False)
 
 
 def fingerprint(attributes: tuple[Any, ...]) -> str:

@@ -28,9 +28,11 @@ from sqlalchemy import insert as sa_insert
 
 from schema.catalog import GpuAlias, GpuModel, Provider, Region
 from schema.codes import country_codes
+from schema.gpu_names import GpuFacts, GpuNameIndex, parse_gpu_name
 from schema.names import gpu_alias_key
 from schema.records import SLUG_RE, describe_validation_error
 from service.db import writer
+from service.reresolve import reresolve_offers
 
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available
 
@@ -109,6 +111,7 @@ class GpuRow(_Row):
     data_center: bool = True
     tdp_w: int | None = None
     launch_year: int | None = None
+    default: int | None = Field(default=None, ge=1, le=99)
     aliases: list[str] = Field(default_factory=list)
 
     @field_validator("memory_gb", "memory_bandwidth_tbps", "die_area_mm2", mode="before")
@@ -180,6 +183,44 @@ def _check_unique(rows: list[Any], key: Any, file: str, what: str) -> None:
         seen[value] = index
 
 
+def name_index(gpus: list[GpuRow], aliases: dict[str, tuple[str, str]]) -> GpuNameIndex:
+    """The parser's index over these rows (see :mod:`schema.gpu_names`)."""
+    return GpuNameIndex.build(
+        (GpuFacts(g.slug, g.name, g.memory_gb, g.form_factor, g.default) for g in gpus),
+        {key: slug for key, (slug, _) in aliases.items()},
+    )
+
+
+def check_gpu_names(gpus: list[GpuRow], index: GpuNameIndex) -> None:
+    """Every model's name reads as that model and no other, every alias the parser can
+    read names its own model (otherwise two models share a spelling), and no two models
+    of one designation share a default rank (a default must pick one part)."""
+    ranks: dict[tuple[str, frozenset[str], int], str] = {}
+    for number, gpu in enumerate(gpus, start=1):
+        if gpu.default is not None:
+            parsed = parse_gpu_name(gpu.name)
+            key = (parsed.designation, parsed.suffixes, gpu.default)
+            if key in ranks:
+                raise ReferenceError(
+                    f"gpus.yaml row {number} ({gpu.slug}): default {gpu.default} is also "
+                    f"{ranks[key]}'s: one family default picks one model"
+                )
+            ranks[key] = gpu.slug
+        found = index.resolve(gpu.name)
+        if found.slug != gpu.slug or found.inferred:
+            raise ReferenceError(
+                f"gpus.yaml row {number} ({gpu.slug}): its name {gpu.name!r} reads as "
+                f"{found.slug or found.reason}{' (by a default)' if found.inferred else ''}"
+            )
+        for alias in gpu.aliases:
+            read = index.by_parser(alias)
+            if read.slug is not None and read.slug != gpu.slug:
+                raise ReferenceError(
+                    f"gpus.yaml row {number} ({gpu.slug}): alias {alias!r} reads as "
+                    f"{read.slug}: remove it or fix the model's name"
+                )
+
+
 def build_aliases(gpus: list[GpuRow]) -> dict[str, tuple[str, str]]:
     """Normalized alias -> (slug, spelling). Two models claiming one alias is an error."""
     aliases: dict[str, tuple[str, str]] = {}
@@ -201,6 +242,7 @@ def build_aliases(gpus: list[GpuRow]) -> dict[str, tuple[str, str]]:
 def load_reference(engine: Engine, directory: Path) -> LoadReport:
     providers, regions, gpus = read_reference(directory)
     aliases = build_aliases(gpus)
+    check_gpu_names(gpus, name_index(gpus, aliases))
     report = LoadReport(len(providers), len(regions), len(gpus), len(aliases))
     with writer(engine).begin() as conn:
         report.changed["providers"] = _upsert(
@@ -242,6 +284,7 @@ def load_reference(engine: Engine, directory: Path) -> LoadReport:
             ],
         )
         report.changed["aliases"] = _sync_aliases(conn, aliases)
+        report.changed.update(reresolve_offers(conn))
         report.changed.update(_load_compliance(conn, directory))
     return report
 
@@ -264,6 +307,7 @@ def _gpu_row(g: GpuRow) -> dict[str, Any]:
         "die_area_mm2": g.die_area_mm2,
         "interconnect": g.interconnect,
         "form_factor": g.form_factor,
+        "default_rank": g.default,
         "data_center": g.data_center,
         "tdp_w": g.tdp_w,
         "launch_year": g.launch_year,

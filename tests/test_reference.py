@@ -119,6 +119,13 @@ def _broken(tmp_path: Path, file: str, mutate) -> Path:  # type: ignore[no-untyp
         ("gpus.yaml", lambda rows: rows[0].update(memory_gb="lots"), "memory_gb"),
         ("gpus.yaml", lambda rows: rows[1]["aliases"].append(rows[0]["name"]), "collides with"),
         ("gpus.yaml", lambda rows: rows[0].update(unexpected=1), "Extra inputs"),
+        ("gpus.yaml", lambda rows: rows[1].update(name=rows[0]["name"]), "reads as"),
+        ("gpus.yaml", lambda rows: rows[1].update(default=0), "default"),
+        (
+            "gpus.yaml",
+            lambda rows: [r.update(default=7) for r in rows if r["family"] == "a100"],
+            "one family default picks one model",
+        ),
     ],
 )
 def test_bad_rows_are_named_and_nothing_is_written(

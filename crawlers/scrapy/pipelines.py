@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from crawlers.normalize.reference import ReferenceIndex
+from crawlers.normalize.reference import ReferenceIndex, gpu_facts
 from crawlers.pipeline import Pipeline, Rejected, SourceMeta
 
 if TYPE_CHECKING:
@@ -33,7 +33,16 @@ YAML files (the parent has them loaded; parsing them again costs a second per cr
 def reference_data(index: ReferenceIndex) -> dict[str, Any]:
     return {
         "aliases": index.aliases,
-        "gpu_slugs": sorted(index.gpu_slugs),
+        "gpus": [
+            {
+                "slug": g.slug,
+                "name": g.name,
+                "memory_gb": None if g.memory_gb is None else str(g.memory_gb),
+                "form_factor": g.form_factor,
+                "default": g.default,
+            }
+            for g in index.gpus
+        ],
         "regions": [
             [provider, code, country] for (provider, code), country in index.regions.items()
         ],
@@ -43,7 +52,7 @@ def reference_data(index: ReferenceIndex) -> dict[str, Any]:
 def reference_from_data(data: dict[str, Any]) -> ReferenceIndex:
     return ReferenceIndex(
         aliases=dict(data["aliases"]),
-        gpu_slugs=frozenset(data["gpu_slugs"]),
+        gpus=tuple(gpu_facts(row) for row in data["gpus"]),
         regions={(provider, code): country for provider, code, country in data["regions"]},
     )
 

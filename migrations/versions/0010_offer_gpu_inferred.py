@@ -1,4 +1,4 @@
-"""offer.gpu_inferred: the GPU model was picked by a documented family default
+"""gpu_model.default_rank and offer.gpu_inferred: family defaults of the GPU name parser
 
 A raw GPU name that leaves out memory or form factor ("A100", "H100") resolves to the
 variant its family's default names (see fixtures/reference/README.md); such an offer
@@ -21,6 +21,8 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
+    with op.batch_alter_table('gpu_model', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('default_rank', sa.Integer(), nullable=True))
     with op.batch_alter_table('offer', schema=None) as batch_op:
         batch_op.add_column(
             sa.Column('gpu_inferred', sa.Boolean(), nullable=False, server_default=sa.false())
@@ -30,3 +32,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     with op.batch_alter_table('offer', schema=None) as batch_op:
         batch_op.drop_column('gpu_inferred')
+    with op.batch_alter_table('gpu_model', schema=None) as batch_op:
+        batch_op.drop_column('default_rank')
