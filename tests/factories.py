@@ -7,7 +7,9 @@ from typing import Any
 
 from sqlalchemy import Engine, func, select
 
+from crawlers.normalize.reference import reference_index
 from schema.prices import CatalogVersion, Offer, PriceObservation
+from schema.records import OfferRecord
 
 OFFER = Offer.__table__  # type: ignore[attr-defined]
 OBS = PriceObservation.__table__  # type: ignore[attr-defined]
@@ -94,3 +96,11 @@ def offer_count(engine: Engine) -> int:
     """How many offers the catalog holds, whatever their status."""
     with engine.connect() as conn:
         return int(conn.execute(select(func.count()).select_from(OFFER)).scalar() or 0)
+
+
+def gpu_of(record: OfferRecord) -> str | None:
+    """The model the catalog stores for a record: the source's own slug, or its raw name
+    as the parser reads it (a family default included, which ingest marks inferred)."""
+    if record.gpu_model:
+        return record.gpu_model
+    return reference_index().gpu(record.gpu_name_raw, record.gpu_memory_gb)

@@ -175,7 +175,7 @@ def test_presets_zones_and_old_layout(
     assert (spot["amount"], spot["price_floor"]) == (Decimal("0.9534"), True)
     assert gcp[("a2-highgpu-1g", "us-central1", "on_demand")]["price_floor"] is False
     assert gcp[("g2-standard-4", "europe-west4", "on_demand")]["gpu_name_raw"] == "L4 24GB"
-    assert report.unmapped == {"gpu:v5p-8": 1}  # a TPU: reported, not dropped
+    assert report.unmapped == {}  # the TPU slice "v5p-8" reads as TPU v5p
     _serve(server, "lambdalabs")  # v1 catalog: no flags, cpu_arch, provider_data columns
     assert _crawl(engine, settings, server, "gpuhunt:lambdalabs").counts["seen"] == 5
     lam = _offers(engine, "gpuhunt:lambdalabs")

@@ -13,6 +13,7 @@ from schema.prices import Offer
 from service.config import Settings
 from service.crawl import crawl_source
 from tests.conftest import FIXTURES
+from tests.factories import gpu_of
 from tests.replay import ReplayServer, Reply
 
 ROUTE = "/pls/apex/cetools/api/v1/products/?currencyCode=USD"
@@ -80,7 +81,7 @@ def test_gpu_parts_become_per_gpu_shape_offers(
     # software licences, on-premises appliances and per-node rows are not offers
     assert not {"gpu-part-B111824", "gpu-part-B110965", "gpu-part-B111455"} & set(offers)
 
-    slugs = {r.sku: r.gpu_model for r in report.records}
+    slugs = {r.sku: gpu_of(r) for r in report.records}
     assert slugs["BM.GPU.H200.8"] == "nvidia-h200-sxm-141gb"
     assert slugs["BM.GPU.MI300X.8"] == "amd-mi300x-192gb"
     assert report.unmapped.get("gpu:H100T") == 1

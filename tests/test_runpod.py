@@ -17,6 +17,7 @@ from schema.prices import Offer
 from service.config import Settings
 from service.crawl import crawl_source
 from tests.conftest import FIXTURES
+from tests.factories import gpu_of
 from tests.replay import ReplayServer, Reply
 
 PATH = "/graphql"
@@ -70,7 +71,7 @@ def test_secure_and_community_prices_and_stored_compliance_evidence(
     assert ("NVIDIA B200/community", "on_demand") not in offers  # not on Community Cloud
     assert not any(sku.startswith("AMD Instinct MI300X") for sku, _ in offers)  # no price
 
-    slugs = {r.sku: r.gpu_model for r in report.records}
+    slugs = {r.sku: gpu_of(r) for r in report.records}
     assert slugs["NVIDIA H100 80GB HBM3/secure"] == "nvidia-h100-sxm-80gb"
     assert slugs["NVIDIA RTX 6000 Ada Generation/community"] == "nvidia-rtx-6000-ada-48gb"
 
@@ -172,4 +173,4 @@ def test_saved_answer_dry_run() -> None:
     assert len(report.records) == PRICES
     by_key = {(r.sku, r.price_kind.value): r for r in report.records}
     assert by_key[("NVIDIA H200/secure", "on_demand")].amount == Decimal("3.99")
-    assert by_key[("NVIDIA H200/secure", "on_demand")].gpu_model == "nvidia-h200-sxm-141gb"
+    assert gpu_of(by_key[("NVIDIA H200/secure", "on_demand")]) == "nvidia-h200-sxm-141gb"

@@ -26,6 +26,7 @@ from service.config import Settings
 from service.crawl import crawl_source
 from service.seed import seed_files
 from tests.conftest import FIXTURES
+from tests.factories import gpu_of
 from tests.replay import ReplayServer, Reply
 
 D = Decimal
@@ -65,7 +66,7 @@ def parse(name: str, files: list[Path] | None = None) -> SpiderOutput:
 
 def rows(records: list[OfferRecord]) -> set[Row]:
     table = {
-        (r.sku, r.price_kind.value, r.region, r.gpu_model, int(r.gpu_count or 0), str(r.amount))
+        (r.sku, r.price_kind.value, r.region, gpu_of(r), int(r.gpu_count or 0), str(r.amount))
         for r in records
     }
     assert len(table) == len(records), "duplicate offers"

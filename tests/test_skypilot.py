@@ -28,6 +28,7 @@ from schema.prices import Offer
 from service.config import Settings
 from service.crawl import CrawlReport, crawl_source
 from tests.conftest import FIXTURES
+from tests.factories import gpu_of
 from tests.replay import ReplayServer, Reply
 
 SKY = FIXTURES / "skypilot"
@@ -438,7 +439,7 @@ def test_realdata_paperspace(engine: Engine, settings: Settings, realdata: Path)
     }
     for sku, (count, model, amount) in expected.items():
         record = records[sku]
-        assert (record.gpu_count, record.gpu_model, record.amount) == (
+        assert (record.gpu_count, gpu_of(record), record.amount) == (
             count,
             model,
             Decimal(amount),
