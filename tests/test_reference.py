@@ -119,7 +119,8 @@ def _broken(tmp_path: Path, file: str, mutate) -> Path:  # type: ignore[no-untyp
         ("gpus.yaml", lambda rows: rows[0].update(memory_gb="lots"), "memory_gb"),
         ("gpus.yaml", lambda rows: rows[1]["aliases"].append(rows[0]["name"]), "collides with"),
         ("gpus.yaml", lambda rows: rows[0].update(unexpected=1), "Extra inputs"),
-        ("gpus.yaml", lambda rows: rows[1].update(name=rows[0]["name"]), "reads as"),
+        # an H100 PCIe row named like the SXM part: its name reads as the other model
+        ("gpus.yaml", lambda rows: rows[1].update(name="NVIDIA H100-SXM5-80G"), "reads as"),
         ("gpus.yaml", lambda rows: rows[1].update(default=0), "default"),
         (
             "gpus.yaml",

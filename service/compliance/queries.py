@@ -10,9 +10,8 @@ from datetime import date
 
 from sqlalchemy import Connection, select
 
-from schema.catalog import GpuAlias, GpuModel
+from schema.catalog import GpuModel
 from schema.compliance import ExportRuleSet, GpuClassification
-from schema.names import gpu_alias_key
 from service.compliance.countries import country_lists, parse_country
 from service.compliance.export_control import (
     ExportAnswer,
@@ -24,11 +23,11 @@ from service.compliance.export_control import (
     rule_set_on,
 )
 from service.compliance.versioning import all_versions, rows_on
+from service.gpu_catalog import gpu_name_index
 
 RULE_SET = ExportRuleSet.__table__  # type: ignore[attr-defined]
 CLASSIFICATION = GpuClassification.__table__  # type: ignore[attr-defined]
 GPU = GpuModel.__table__  # type: ignore[attr-defined]
-ALIAS = GpuAlias.__table__  # type: ignore[attr-defined]
 
 
 class ComplianceError(Exception):
@@ -54,15 +53,13 @@ class BadCountry(ComplianceError):
 
 
 def resolve_gpu(conn: Connection, name: str) -> str:
-    """Canonical slug for a slug or any known alias ('H100 SXM5 80GB')."""
-    slug = conn.execute(select(GPU.c.slug).where(GPU.c.slug == name.strip())).scalar()
-    if slug is not None:
-        return str(slug)
-    key = gpu_alias_key(name)
-    slug = conn.execute(select(ALIAS.c.gpu_slug).where(ALIAS.c.alias == key)).scalar()
-    if slug is None:
-        raise UnknownGpu(f"unknown GPU {name!r}: not a model slug or known alias", "gpu")
-    return str(slug)
+    """Canonical slug for a slug or any spelling the GPU name parser reads
+    ('H100 SXM5 80GB', 'NVIDIA GeForce RTX 4090'); an ambiguous name is refused with its
+    candidates."""
+    found = gpu_name_index(conn).resolve(name.strip())
+    if found.slug is None:
+        raise UnknownGpu(f"unknown GPU {name[:200]!r}: {found.reason}", "gpu")
+    return found.slug
 
 
 def gpu_specs(conn: Connection, slugs: list[str] | None = None) -> dict[str, GpuSpecs]:
