@@ -114,6 +114,8 @@ _DROP = frozenset(
         "module",
         "superpod",
         "pod",
+        "slice",
+        "podslice",
         "accelerated",
         "computing",
     ]
@@ -172,7 +174,7 @@ _SPACE = re.compile(r"\s+")
 _COUNT_SUFFIX = re.compile(r"(?<=[a-z0-9)\s\-_])x\s*\d{1,2}(?![0-9a-z.])")
 _TPU_SLICE = re.compile(r"\b(v[2-7][a-z]{0,4})[\-_ ]\d+\b")
 _MEMORY = re.compile(
-    r"(?<![a-z0-9.])(\d+(?:\.\d+)?)\s*(gib|gb|g|mib|mb|tib|tb)(?![a-z0-9])", re.IGNORECASE
+    r"(?<![a-z0-9.])(\d+(?:\.\d+)?)[\s\-_]?(gib|gb|g|mib|mb|tib|tb)(?![a-z0-9])", re.IGNORECASE
 )
 _TOKENS = re.compile(r"[a-z]+|\d+(?:\.\d+)?")
 _PLAIN = re.compile(r"[ -~]*")
@@ -257,7 +259,9 @@ def parse_gpu_name(raw: str) -> ParsedName:
         elif word == "max":
             pass  # "Max-Q": read with the q
         elif word.isdigit() and len(word) == 1 and previous in ("sxm", "pcie", "gen", "hbm"):
-            pass  # SXM5, PCIe 4, Gen4, x16: generation or lane numbers, not the model
+            pass  # SXM5, PCIe 4, Gen4: generation numbers, not the model
+        elif word.isdigit() and previous == "nvl":
+            pass  # NVL72, NVL4: how many GPUs one NVLink domain joins
         elif word not in _DROP:
             core.append(word)
         previous = word

@@ -211,7 +211,7 @@ def test_ovhcloud(offline: Settings) -> None:
         ("l4-90", "nvidia-l4-24gb", 1, "0.75"),
         ("t1-45", "nvidia-v100-sxm2-16gb", 1, "1.80"),  # "€1,80 HT / heure"
         ("t2-45", "nvidia-v100s-pcie-32gb", 1, "1.94"),
-        ("rtx5000-28", None, 1, "0.36"),  # Quadro RTX 5000: unmapped, reported, kept
+        ("rtx5000-28", "nvidia-quadro-rtx-5000-16gb", 1, "0.36"),  # Quadro RTX 5000
     }
     monthly = {
         ("SCALE-GPU-1", "nvidia-l4-24gb", 2, "1299.99"),  # "À partir de 1 299,99 € HT/mois"

@@ -60,7 +60,11 @@ class HyperstackWeb(HtmlSpider):
     terms_url = "https://www.hyperstack.cloud/terms-and-conditions"
 
     def parse_page(self, response: TextResponse) -> Iterator[Any]:
-        for card in self.require(response.xpath(_CARDS), "price cards (div.page-price_card)"):
+        cards = self.require(response.xpath(_CARDS), "price cards (div.page-price_card)")
+        # the spot card has no VRAM column: a model's VRAM is read from the cards that state
+        # it (an "A100 SXM" is the 80 GB part only by its VRAM cell)
+        vram_of = dict(_stated_vram(cards))
+        for card in cards:
             title = text(card.xpath(".//h3[1]/span[1]")).lower()
             kind = next((k for word, k in _KINDS if word in title), None)
             if kind is None:
@@ -88,7 +92,20 @@ class HyperstackWeb(HtmlSpider):
                     price_kind=kind,
                     unit=Unit.hour,
                     per_gpu=True,
-                    gpu_memory_gb=parse_number(at(vram)),
+                    gpu_memory_gb=parse_number(at(vram)) or vram_of.get(label),
                     vcpus=parse_number(at(cpus)),
                     memory_gb=parse_number(at(ram)),
                 )
+
+
+def _stated_vram(cards: Any) -> Iterator[tuple[str, Any]]:
+    """(GPU model label, VRAM) from every card with a VRAM column."""
+    for card in cards:
+        headers = [text(cell) for cell in card.xpath(_HEAD)]
+        model, vram = column(headers, "gpu model"), column(headers, "vram")
+        if model is None or vram is None:
+            continue
+        for row in card.xpath(_ROWS):
+            cells = [text(cell) for cell in row.xpath(_CELLS)]
+            if max(model, vram) < len(cells) and (amount := parse_number(cells[vram])):
+                yield cells[model], amount
