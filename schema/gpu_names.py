@@ -171,7 +171,9 @@ _SYMBOLS = str.maketrans({"®": " ", "™": " ", "©": " ", "×": "x", "–": "-
 _MIG = re.compile(r"(?<![a-z0-9])\d+g\.\d+gb\b")
 _COUNT_PREFIX = re.compile(r"^\s*\d{1,3}\s*x(?![a-z0-9])|^\s*\d{1,3}\s*x(?=[\s\-_]*[a-z])")
 _SPACE = re.compile(r"\s+")
-_COUNT_SUFFIX = re.compile(r"(?<=[a-z0-9)\s\-_])x\s*\d{1,2}(?![0-9a-z.])")
+_COUNT_SUFFIX = re.compile(
+    r"(?<=[0-9)\s\-_])x\s*\d{1,2}(?![0-9a-z.])|(?<=\dg)x\d{1,2}(?![0-9a-z.])"
+)
 _TPU_SLICE = re.compile(r"\b(v[2-7][a-z]{0,4})[\-_ ]\d+\b")
 _MEMORY = re.compile(
     r"(?<![a-z0-9.])(\d+(?:\.\d+)?)[\s\-_]?(gib|gb|g|mib|mb|tib|tb)(?![a-z0-9])", re.IGNORECASE

@@ -9,10 +9,11 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crawlers.normalize.reference import ReferenceIndex, reference_index
+from crawlers.normalize.reference import REFERENCE_DIR, ReferenceIndex, reference_index
 from schema.gpu_names import (
     MAX_NAME,
     GpuFacts,
@@ -258,3 +259,17 @@ def test_resolution_is_cached_and_stable(ref: ReferenceIndex) -> None:
     first = ref.resolve_gpu("NVIDIA GeForce RTX 4090")
     assert ref.resolve_gpu("NVIDIA GeForce RTX 4090") is first
     assert first.slug == "nvidia-rtx-4090-24gb"
+
+
+def test_aliases_are_only_for_what_the_parser_cannot_read() -> None:
+    """gpus.yaml's alias lists hold irregular spellings only (codenames, marketing names):
+    an alias the parser reads by itself, or reads as ambiguous, is dead weight or a guess."""
+    rows = yaml.safe_load((REFERENCE_DIR / "gpus.yaml").read_text())["gpus"]
+    ref = reference_index()
+    readable = {
+        (row["slug"], alias): ref.names.by_parser(alias).slug or ref.names.by_parser(alias).reason
+        for row in rows
+        for alias in row.get("aliases") or []
+        if ref.names.by_parser(alias).slug or ref.names.by_parser(alias).candidates
+    }
+    assert not readable

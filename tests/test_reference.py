@@ -11,9 +11,14 @@ import yaml
 from sqlalchemy import Engine, func, select
 
 from schema.catalog import GpuAlias, GpuModel, Provider, Region
-from schema.names import gpu_alias_key
 from service.config import REFERENCE_DIR
-from service.reference import ReferenceError, load_reference, read_reference
+from service.reference import (
+    ReferenceError,
+    build_aliases,
+    load_reference,
+    name_index,
+    read_reference,
+)
 
 REQUIRED_GPUS = [
     "T4",
@@ -64,9 +69,9 @@ def test_shipped_reference_is_valid_and_covers_what_users_ask_for() -> None:
     slugs = {p.slug for p in providers}
     assert set(REQUIRED_PROVIDERS) <= slugs
     assert next(p for p in providers if p.slug == "equinix").status == "retired"
-    aliases = {gpu_alias_key(a) for g in gpus for a in [g.name, *g.aliases]}
+    index = name_index(gpus, build_aliases(gpus))
     for name in REQUIRED_GPUS:
-        assert gpu_alias_key(name) in aliases, f"{name} has no model or alias"
+        assert index.resolve(name).slug, f"{name} names no model: {index.resolve(name).reason}"
     assert all(r.country for r in regions), "every region has a country"
     assert all(row.source.startswith("http") for row in [*providers, *regions, *gpus])
 
