@@ -32,7 +32,6 @@ UNMAPPED = UnmappedName.__table__  # type: ignore[attr-defined]
 NOT_A_GPU_MODEL: dict[tuple[str, str], str] = {
     ("oracle", "E4"): "OCI price-book part label (a shape generation), names no GPU",
     ("oracle", "H100T"): "OCI price-book part label not documented as a shape",
-    ("gcore-web", "Graphcore IPU-POD4"): "a Graphcore IPU system, not a GPU",
 }
 """(source, raw name) -> why it does not resolve. Kept in docs/data-quality.md too."""
 

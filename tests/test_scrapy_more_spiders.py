@@ -162,7 +162,7 @@ def test_gcore(offline: Settings) -> None:
         ("bm3-ai-1xlarge-a100-80-8", "on_demand", g, "nvidia-a100-sxm-80gb", 8, "13.20"),
         ("g3-ai-32-192-1500-l40s-48-1", "on_demand", g, "nvidia-l40s-48gb", 1, "1.55"),
         ("g3-ai-48-384-3000-l40s-48-2", "on_demand", g, "nvidia-l40s-48gb", 2, "3.10"),
-        ("bm1-ai-small-v1pod-4", "on_demand", g, None, 4, "0.80"),  # IPU: unmapped, kept
+        ("bm1-ai-small-v1pod-4", "on_demand", g, "graphcore-gc200-ipu", 4, "0.80"),  # 4 IPUs
     }
     assert basis(records) == {("EUR", "hour", "instance")}
     metal = {r.sku for r in records if r.bare_metal}
