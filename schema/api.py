@@ -26,7 +26,16 @@ class OfferPublic(BaseModel):
     region: str
     country: str | None
     gpu: str | None = Field(description="canonical GPU slug; null when the name is unmapped")
+    gpu_name: str | None = Field(
+        default=None,
+        description="the GPU model's human name (e.g. 'H100 SXM 80GB'); null when unmapped",
+    )
     gpu_name_raw: str | None
+    gpu_inferred: bool = Field(
+        default=False,
+        description="the GPU model was picked by a documented family default, "
+        "not read from the name",
+    )
     gpu_count: Decimal
     vcpus: Decimal | None
     memory_gb: Decimal | None
@@ -102,6 +111,16 @@ class ExportControlSummary(BaseModel):
     note: str = "informational, not legal advice"
 
 
+class AlsoFrom(BaseModel):
+    """Another source reporting the same (provider, sku, region, price kind)."""
+
+    source: str
+    offer_id: int
+    price_per_gpu_hour_usd: Decimal | None = Field(
+        description="that source's own figure (prices that disagree are kept, never averaged)"
+    )
+
+
 class OfferDetail(OfferPublic):
     """An offer with its context: region facts, certifications, export control, freshness."""
 
@@ -120,6 +139,11 @@ class OfferDetail(OfferPublic):
         default=None, description="price_usd converted to the requested display currency"
     )
     display_price_per_gpu_hour: Money | None = None
+    also_from: list[AlsoFrom] = Field(
+        default_factory=list,
+        description="the other sources reporting this offer's (provider, sku, region, price "
+        "kind), most authoritative first; listings show each such offer once by default",
+    )
 
 
 class HistoryBucket(BaseModel):

@@ -1,13 +1,26 @@
-"""Which source a listing shows when a first-party and a peer source report the same offer.
+"""Which source a listing shows when several sources report the same offer.
 
-The rule: a **first-party** source is one whose name has no ``peer:`` prefix (``azure``,
-``lambda``); a **peer** source re-publishes someone else's catalog (``skypilot:lambda``,
-``gpuhunt:runpod``). A peer offer is dropped when a first-party offer with the same
-(provider, sku, region, price kind) is in the same listing; everything else is kept, in
-order. The provider's own word wins over a copy of it; a peer fills the gaps.
+An offer's identity is (provider, sku, region, price kind). When several sources report one
+identity, the default listing shows it once, from the **most authoritative** source, and
+names the others (``also_from``). The ranking, one total order on source names:
 
-Peer offers of one identity from two peers are both kept: neither outranks the other.
-Pure: no database, no settings. Offers may be mappings or objects with those attributes.
+1. **First-party** sources (no ``:`` in the name: ``azure``, ``lambda``, ``lambda-web``): the
+   provider's own word.
+2. **Peers** (``<platform>:<cloud>``: ``skypilot:lambda``, ``gpuhunt:lambdalabs``), which
+   re-publish someone else's catalog, platform by platform in :data:`PEER_PRECEDENCE` order.
+3. Peers of a platform not listed there (none today; a guard test checks every registered
+   peer source's platform is listed).
+
+Ties inside a tier are broken by the source name (code point order): ``lambda`` before
+``lambda-web`` (HTML sources are named ``<provider>-web``, so a provider's API wins over its
+pricing page). Every offer of the winning source for an identity is kept (a source may
+report one identity in two billing units); every offer of the other sources is hidden.
+Prices are never merged: a hidden source's price stays visible in ``also_from`` and in the
+price disagreements of ``/v1/quality``.
+
+This module is the pure definition (no database, no settings); the listing applies the same
+order in SQL (:func:`service.queries.outranked`), and ``tests/test_precedence.py`` checks
+both give the same rows on the same data. Offers may be mappings or objects.
 """
 
 from __future__ import annotations
@@ -21,10 +34,33 @@ Identity = tuple[str, str, str, str]
 
 IDENTITY_FIELDS = ("provider", "sku", "region", "price_kind")
 
+PEER_PRECEDENCE: tuple[str, ...] = ("skypilot", "gpuhunt")
+"""Peer platforms, most preferred first. SkyPilot before gpuhunt is a fixed choice (SkyPilot
+was integrated first and covers more clouds), not a claim that its figures are better: both
+prices are kept, and a disagreement between them is reported."""
+
+FIRST_PARTY_RANK = 0
+UNKNOWN_PEER_RANK = len(PEER_PRECEDENCE) + 1
+
 
 def is_first_party(source: str) -> bool:
     """``azure`` is first-party; ``skypilot:azure`` is a peer."""
     return ":" not in source
+
+
+def source_rank(source: str) -> int:
+    """0 for first-party sources, then 1, 2... in :data:`PEER_PRECEDENCE` order."""
+    if is_first_party(source):
+        return FIRST_PARTY_RANK
+    platform = source.split(":", 1)[0]
+    if platform in PEER_PRECEDENCE:
+        return PEER_PRECEDENCE.index(platform) + 1
+    return UNKNOWN_PEER_RANK
+
+
+def source_key(source: str) -> tuple[int, str]:
+    """Sorts sources most authoritative first (the rank, then the name)."""
+    return source_rank(source), source
 
 
 def _field(offer: Any, name: str) -> Any:
@@ -38,10 +74,18 @@ def identity(offer: Any) -> Identity:
     return provider, sku, region, price_kind
 
 
-def prefer_first_party(offers: Iterable[T]) -> list[T]:
-    """The offers without the peer offers that a first-party offer in ``offers`` covers."""
+def best_sources(offers: Iterable[Any]) -> dict[Identity, str]:
+    """Identity -> the most authoritative source reporting it among ``offers``."""
+    best: dict[Identity, str] = {}
+    for o in offers:
+        key, source = identity(o), str(_field(o, "source"))
+        if key not in best or source_key(source) < source_key(best[key]):
+            best[key] = source
+    return best
+
+
+def one_per_identity(offers: Iterable[T]) -> list[T]:
+    """The offers of each identity's most authoritative source, in the order given."""
     items = list(offers)
-    covered = {identity(o) for o in items if is_first_party(str(_field(o, "source")))}
-    return [
-        o for o in items if is_first_party(str(_field(o, "source"))) or identity(o) not in covered
-    ]
+    best = best_sources(items)
+    return [o for o in items if str(_field(o, "source")) == best[identity(o)]]

@@ -33,6 +33,7 @@ from sqlalchemy import (
     Connection,
     Select,
     and_,
+    case,
     cast,
     exists,
     false,
@@ -51,6 +52,15 @@ from schema.compliance import Certification, GpuClassification
 from schema.crawl import CrawlRun
 from schema.enums import OfferStatus
 from schema.prices import CatalogVersion, Offer, PriceObservation
+from service.precedence import (
+    FIRST_PARTY_RANK,
+    IDENTITY_FIELDS,
+    PEER_PRECEDENCE,
+    UNKNOWN_PEER_RANK,
+    Identity,
+    identity,
+    source_key,
+)
 
 OFFER = Offer.__table__  # type: ignore[attr-defined]
 OBS = PriceObservation.__table__  # type: ignore[attr-defined]
@@ -106,7 +116,8 @@ class OfferFilters:
     max_price_per_gpu_hour: Decimal | None = None
     """USD per GPU-hour."""
     include_peers: bool = False
-    """False: a peer source's offer yields to a first-party offer of the same identity."""
+    """False: one row per (provider, sku, region, price kind), from the most authoritative
+    source reporting it (see :mod:`service.precedence`); True: every source's offers."""
 
     def providers(self) -> list[str]:
         if not self.provider:
@@ -218,6 +229,10 @@ def version_at(conn: Connection, when: datetime) -> int:
     return int(conn.execute(stmt).scalar() or 0)
 
 
+GPU_NAME = select(GPU.c.name).where(GPU.c.slug == OFFER.c.gpu_slug).scalar_subquery()
+"""The offer's GPU model's human name: one primary-key probe per row read (measured in
+docs/benchmarks.md against a dict of names kept with the catalog facts)."""
+
 OFFER_COLUMNS = (
     OFFER.c.id,
     OFFER.c.source,
@@ -229,7 +244,9 @@ OFFER_COLUMNS = (
     OFFER.c.unit,
     OFFER.c.price_per,
     OFFER.c.gpu_slug,
+    GPU_NAME.label("gpu_name"),
     OFFER.c.gpu_name_raw,
+    OFFER.c.gpu_inferred,
     OFFER.c.gpu_count,
     OFFER.c.gpu_memory_gb,
     OFFER.c.vcpus,
@@ -303,25 +320,47 @@ def sort_expression(sort: str, dialect: str, version: int | None = None) -> Any:
     raise ValueError(f"unknown sort key {sort!r}")
 
 
-FIRST_PARTY = OFFER.alias("first_party")
-FIRST_PARTY_OBS = OBS.alias("first_party_obs")
+OTHER = OFFER.alias("other_source")
+OTHER_OBS = OBS.alias("other_source_obs")
 """Built once: an alias's column collection is costly to set up per statement."""
 
 
-def _first_party_covers(version: int | None) -> Any:
-    """A first-party offer of the same (provider, sku, region, price kind) exists."""
-    other = FIRST_PARTY
+def source_rank_sql(source: Any) -> Any:
+    """:func:`service.precedence.source_rank` in SQL: 0 first-party, then peer platforms."""
+    whens = [(~source.contains(":"), FIRST_PARTY_RANK)]
+    for position, platform in enumerate(PEER_PRECEDENCE, start=1):
+        prefix = f"{platform}:"
+        whens.append((func.substr(source, 1, len(prefix)) == prefix, position))
+    return case(*whens, else_=UNKNOWN_PEER_RANK)
+
+
+def _code_points(column: Any, dialect: str) -> Any:
+    """Compare names by code point, as Python does (PostgreSQL's default collation does not)."""
+    return column.collate("C") if dialect == "postgresql" else column
+
+
+def outranked(version: int | None, dialect: str) -> Any:
+    """Another source reports the offer's (provider, sku, region, price kind) and ranks
+    before its source (:mod:`service.precedence`): the offer is not shown by default."""
+    other = OTHER
+    other_rank, own_rank = source_rank_sql(other.c.source), source_rank_sql(OFFER.c.source)
     condition = [
         other.c.provider == OFFER.c.provider,
         other.c.sku == OFFER.c.sku,
         other.c.region == OFFER.c.region,
         other.c.price_kind == OFFER.c.price_kind,
-        ~other.c.source.contains(":"),
+        or_(
+            other_rank < own_rank,
+            and_(
+                other_rank == own_rank,
+                _code_points(other.c.source, dialect) < _code_points(OFFER.c.source, dialect),
+            ),
+        ),
     ]
     if version is None:
         condition.append(other.c.status == OfferStatus.active.value)
     else:
-        other_obs = FIRST_PARTY_OBS
+        other_obs = OTHER_OBS
         condition.append(
             exists().where(other_obs.c.offer_id == other.c.id, visible_at(other_obs, version))
         )
@@ -443,7 +482,7 @@ def base_query(
         )
     stmt = apply_filters(stmt, filters, dialect, compliance, skip=skip, version=version, gpus=gpus)
     if not filters.include_peers:
-        stmt = stmt.where(or_(~OFFER.c.source.contains(":"), ~_first_party_covers(version)))
+        stmt = stmt.where(~outranked(version, dialect))
     return stmt
 
 
@@ -547,6 +586,69 @@ def list_offers(
     if offset:
         stmt = stmt.offset(offset)
     return _dicts(conn.execute(stmt))
+
+
+ALSO_FROM_COLUMNS = (
+    OFFER.c.id,
+    OFFER.c.source,
+    OFFER.c.provider,
+    OFFER.c.sku,
+    OFFER.c.region,
+    OFFER.c.price_kind,
+)
+
+
+def also_from(
+    conn: Connection, rows: Sequence[dict[str, Any]], *, version: int | None = None
+) -> dict[int, list[dict[str, Any]]]:
+    """Offer id -> the offers of *other* sources reporting the same identity (one query).
+
+    Each: ``source``, ``offer_id``, ``price_per_gpu_hour_usd`` (at ``version``; None =
+    current), most authoritative source first. Disagreeing prices are kept as they are.
+    """
+    if not rows:
+        return {}
+    wanted = {identity(r) for r in rows}
+    # one IN list per identity column: both databases walk ix_offer_identity with them (a
+    # row-value IN makes SQLite scan); the few combinations not on the page are dropped below
+    match = and_(
+        *(
+            OFFER.c[name].in_(sorted({key[i] for key in wanted}))
+            for i, name in enumerate(IDENTITY_FIELDS)
+        )
+    )
+    if version is None:
+        # SQLite: the status test kept off ix_offer_status_gpu_hour (without statistics the
+        # planner would walk every active offer instead of probing the identity index)
+        status = (
+            literal_column("+offer.status") if conn.dialect.name == "sqlite" else OFFER.c.status
+        )
+        stmt = select(*ALSO_FROM_COLUMNS, OFFER.c.gpu_hour_usd).where(
+            match, status == OfferStatus.active.value
+        )
+    else:
+        stmt = (
+            select(*ALSO_FROM_COLUMNS, OBS.c.gpu_hour_usd)
+            .join(OBS, and_(OBS.c.offer_id == OFFER.c.id, visible_at(OBS, version)))
+            .where(match)
+        )
+    by_identity: dict[Identity, list[dict[str, Any]]] = {}
+    for r in conn.execute(stmt).mappings():
+        if (key := identity(r)) not in wanted:
+            continue
+        by_identity.setdefault(key, []).append(
+            {
+                "source": r["source"],
+                "offer_id": r["id"],
+                "price_per_gpu_hour_usd": r["gpu_hour_usd"],
+            }
+        )
+    for reports in by_identity.values():
+        reports.sort(key=lambda o: (source_key(o["source"]), o["offer_id"]))
+    return {
+        r["id"]: [o for o in by_identity.get(identity(r), ()) if o["source"] != r["source"]]
+        for r in rows
+    }
 
 
 def _dicts(result: Any) -> list[dict[str, Any]]:

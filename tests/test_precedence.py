@@ -1,16 +1,32 @@
-"""Listings prefer a first-party offer over a peer's copy of the same offer."""
+"""One row per real offer: the source ranking (pure) and the listing's SQL agree."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
+from sqlalchemy import Engine
 
 from schema.enums import PriceKind
 from schema.records import OfferRecord
-from service.precedence import identity, is_first_party, prefer_first_party
+from service.config import REFERENCE_DIR, Settings
+from service.ingest import CrawlResult, ingest
+from service.precedence import (
+    PEER_PRECEDENCE,
+    UNKNOWN_PEER_RANK,
+    best_sources,
+    identity,
+    is_first_party,
+    one_per_identity,
+    source_key,
+    source_rank,
+)
+from service.queries import OfferFilters, current_version, list_offers, stream_offers
+from service.reference import load_reference
+from tests.factories import record
 
 
 def offer(source: str, **overrides: Any) -> dict[str, Any]:
@@ -29,40 +45,62 @@ def offer(source: str, **overrides: Any) -> dict[str, Any]:
 
 def test_first_party_means_no_peer_prefix() -> None:
     assert is_first_party("lambda")
-    assert is_first_party("azure")
+    assert is_first_party("lambda-web")
     assert not is_first_party("skypilot:lambda")
     assert not is_first_party("gpuhunt:lambdalabs")
 
 
-def test_peer_copy_of_a_first_party_offer_is_dropped() -> None:
+def test_the_ranking_first_party_then_peers_in_declared_order_then_names() -> None:
+    names = ["zz:lambda", "gpuhunt:lambdalabs", "lambda-web", "skypilot:lambda", "lambda"]
+    assert sorted(names, key=source_key) == [
+        "lambda",
+        "lambda-web",
+        "skypilot:lambda",
+        "gpuhunt:lambdalabs",
+        "zz:lambda",
+    ]
+    assert PEER_PRECEDENCE == ("skypilot", "gpuhunt")
+    assert source_rank("zz:lambda") == UNKNOWN_PEER_RANK
+
+
+def test_every_registered_peer_platform_is_ranked() -> None:
+    from crawlers.registry import all_sources
+
+    platforms = {name.split(":", 1)[0] for name in all_sources() if not is_first_party(name)}
+    assert platforms and platforms <= set(PEER_PRECEDENCE)
+
+
+def test_peer_copies_of_a_first_party_offer_are_dropped() -> None:
     first = offer("lambda")
     sky = offer("skypilot:lambda", amount="24.00")
     hunt = offer("gpuhunt:lambdalabs")
-    assert prefer_first_party([sky, first, hunt]) == [first]
+    assert one_per_identity([sky, first, hunt]) == [first]
+
+
+def test_of_two_peers_the_ranked_one_is_kept() -> None:
+    sky = offer("skypilot:lambda")
+    hunt = offer("gpuhunt:lambdalabs", amount="23.90")
+    assert one_per_identity([hunt, sky]) == [sky]
+    assert best_sources([hunt, sky]) == {identity(sky): "skypilot:lambda"}
+    assert one_per_identity([]) == []
 
 
 def test_peers_fill_the_gaps() -> None:
     first = offer("lambda")
     other_region = offer("skypilot:lambda", region="europe-central-1")
-    other_sku = offer("skypilot:lambda", sku="gpu_1x_a10")
+    other_sku = offer("gpuhunt:lambdalabs", sku="gpu_1x_a10")
     other_kind = offer("skypilot:lambda", price_kind="spot")
     other_provider = offer("skypilot:runpod", provider="runpod")
     kept = [first, other_region, other_sku, other_kind, other_provider]
-    assert prefer_first_party(kept) == kept
+    assert one_per_identity(kept) == kept
 
 
-def test_two_peers_without_a_first_party_are_both_kept_in_order() -> None:
-    sky = offer("skypilot:lambda")
-    hunt = offer("gpuhunt:lambdalabs", amount="23.90")
-    assert prefer_first_party([hunt, sky]) == [hunt, sky]
-    assert prefer_first_party([]) == []
-
-
-def test_unit_and_amount_do_not_matter_first_party_offers_are_never_dropped() -> None:
+def test_every_offer_of_the_winning_source_is_kept_whatever_its_unit() -> None:
     first = offer("lambda", unit="hour")
     first_monthly = offer("lambda", unit="month", amount="17000")
+    web = offer("lambda-web", unit="hour")
     peer = offer("skypilot:lambda", unit="month")
-    assert prefer_first_party([first, first_monthly, peer]) == [first, first_monthly]
+    assert one_per_identity([first, first_monthly, web, peer]) == [first, first_monthly]
 
 
 @dataclass
@@ -75,17 +113,19 @@ class Row:
 
 
 def test_objects_records_and_enums_work_like_mappings() -> None:
-    record = OfferRecord.model_validate(
+    record_ = OfferRecord.model_validate(
         {**offer("skypilot:lambda"), "gpu_name_raw": "H100", "gpu_count": "8", "currency": "USD"}
     )
     first = Row("lambda", "lambda", "gpu_8x_h100_sxm5", "us-east-1", PriceKind.on_demand)
-    assert identity(record) == identity(first) == identity(offer("lambda"))
-    assert prefer_first_party([record, first]) == [first]
+    assert identity(record_) == identity(first) == identity(offer("lambda"))
+    assert one_per_identity([record_, first]) == [first]
     spot = Row("lambda", "lambda", "gpu_8x_h100_sxm5", "us-east-1", PriceKind.spot)
-    assert prefer_first_party([record, spot]) == [record, spot]
+    assert one_per_identity([record_, spot]) == [record_, spot]
 
 
-SOURCES = st.sampled_from(["lambda", "skypilot:lambda", "gpuhunt:lambdalabs", "azure"])
+SOURCES = st.sampled_from(
+    ["lambda", "lambda-web", "skypilot:lambda", "gpuhunt:lambdalabs", "zz:lambda", "azure"]
+)
 OFFERS = st.lists(
     st.builds(
         offer,
@@ -100,12 +140,66 @@ OFFERS = st.lists(
 
 @given(OFFERS)
 def test_rule_properties(offers: list[dict[str, Any]]) -> None:
-    result = prefer_first_party(offers)
-    firsts = [o for o in offers if is_first_party(o["source"])]
-    covered = {identity(o) for o in firsts}
-    assert [o for o in result if is_first_party(o["source"])] == firsts
-    for o in offers:
-        if not is_first_party(o["source"]):
-            assert (o in result) == (identity(o) not in covered)
+    result = one_per_identity(offers)
     assert [o for o in offers if o in result] == result  # order kept, nothing invented
-    assert prefer_first_party(result) == result  # idempotent
+    assert {identity(o) for o in result} == {identity(o) for o in offers}  # no identity lost
+    for o in offers:
+        rivals = {p["source"] for p in offers if identity(p) == identity(o)}
+        assert (o in result) == (source_key(o["source"]) == min(map(source_key, rivals)))
+    assert one_per_identity(result) == result  # idempotent
+
+
+# --- the same rule in SQL, on the same data (SQLite and PostgreSQL) ------------------------
+
+CATALOG_SOURCES = ["lambda", "lambda-web", "skypilot:lambda", "gpuhunt:lambdalabs", "zz:lambda"]
+
+
+def _random_catalog(rng: random.Random) -> dict[str, list[dict[str, Any]]]:
+    """Each source reports a random subset of a small identity space (two units each)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for source in CATALOG_SOURCES:
+        rows = []
+        for sku in ("a", "b", "c"):
+            for region in ("r1", "r2"):
+                for kind in ("on_demand", "spot"):
+                    for unit in ("hour", "month"):
+                        if rng.random() < 0.35:
+                            amount = f"{rng.randint(100, 999) / 100:.2f}"
+                            rows.append(
+                                record(
+                                    provider="lambda",
+                                    source=source,
+                                    sku=sku,
+                                    region=region,
+                                    price_kind=kind,
+                                    unit=unit,
+                                    amount=amount if unit == "hour" else f"{amount}00",
+                                )
+                            )
+        out[source] = rows
+    return out
+
+
+def _ids(rows: list[dict[str, Any]]) -> list[int]:
+    return sorted(r["id"] for r in rows)
+
+
+def test_sql_and_python_rankings_agree(engine: Engine, settings: Settings) -> None:
+    load_reference(engine, REFERENCE_DIR)
+    rng = random.Random(19)
+    for source, rows in _random_catalog(rng).items():
+        ingest(engine, settings, CrawlResult(source=source, records=rows))
+    with engine.connect() as conn:
+        first = current_version(conn)
+    for source, rows in _random_catalog(rng).items():  # a second round moves the winners
+        ingest(engine, settings, CrawlResult(source=source, records=rows))
+    with engine.connect() as conn:
+        for version in (None, first):
+            everything = list_offers(conn, OfferFilters(include_peers=True), 1000, version=version)
+            shown = list_offers(conn, OfferFilters(), 1000, version=version)
+            assert len(shown) < len(everything)
+            assert _ids(shown) == _ids(one_per_identity(everything))
+            streamed = [
+                r for part in stream_offers(conn, OfferFilters(), version=version) for r in part
+            ]
+            assert _ids(streamed) == _ids(shown)

@@ -39,7 +39,9 @@ def _offer_json(row: dict[str, Any]) -> dict[str, Any]:
         "region": row["region"],
         "country": row["country"],
         "gpu": row["gpu_slug"],
+        "gpu_name": row["gpu_name"],
         "gpu_name_raw": row["gpu_name_raw"],
+        "gpu_inferred": bool(row["gpu_inferred"]),
         "gpu_count": row["gpu_count"],
         "vcpus": row["vcpus"],
         "memory_gb": row["memory_gb"],
@@ -71,6 +73,7 @@ def offer_json(
     row: dict[str, Any],
     ctx: OfferContext,
     display: tuple[str, Decimal] | None = None,
+    also: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """``OfferDetail`` as a plain dict, for :func:`dumps` (see the module docstring)."""
     out = _offer_json(row)
@@ -96,6 +99,7 @@ def offer_json(
             out["display_price"] = _money(q(row["amount_usd"] * per_usd), currency)
         if row["gpu_hour_usd"] is not None:
             out["display_price_per_gpu_hour"] = _money(q(row["gpu_hour_usd"] * per_usd), currency)
+    out["also_from"] = also or []
     return out
 
 

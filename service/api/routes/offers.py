@@ -22,6 +22,7 @@ from service.queries import (
     SORT_KEYS,
     After,
     NotFound,
+    also_from,
     get_offer,
     history_buckets,
     list_offers,
@@ -157,8 +158,9 @@ def offers(
     page = rows[:limit]
     ctx = offer_context(conn, page, listing.today)
     display = display_rate(conn, currency, listing.today)
+    others = also_from(conn, page, version=pinned)
     body = {
-        "data": [offer_json(r, ctx, display) for r in page],
+        "data": [offer_json(r, ctx, display, others[r["id"]]) for r in page],
         "next_cursor": next_cursor,
         "catalog_version": version,
     }
@@ -188,7 +190,9 @@ def offer(
         raise Problem(404, "Not found", str(exc)) from None
     today = utcnow().date()
     ctx = offer_context(conn, [row], today)
-    return json_response(offer_json(row, ctx, display_rate(conn, currency, today)), response)
+    display = display_rate(conn, currency, today)
+    others = also_from(conn, [row])[offer_id]
+    return json_response(offer_json(row, ctx, display, others), response)
 
 
 def _aware(name: str, value: datetime | None) -> None:
