@@ -320,7 +320,9 @@ OFFER_COLUMNS = [
     "region",
     "country",
     "gpu_slug",
+    "gpu_name",
     "gpu_name_raw",
+    "gpu_inferred",
     "gpu_count",
     "gpu_memory_gb",
     "bare_metal",
@@ -334,6 +336,7 @@ OFFER_COLUMNS = [
     "fx_rate",
     "fx_date",
     "source",
+    "also_from",
     "last_changed_at",
     "crawl_run_id",
     "raw_sha256",
@@ -359,8 +362,9 @@ SORTS = (
 )
 
 
-def _gpu(row: dict[str, Any]) -> str:
-    return str(row["gpu_slug"] or f"? {row['gpu_name_raw']}")
+def _also_from_text(reports: list[dict[str, Any]]) -> str:
+    """``skypilot:lambda 2.49, gpuhunt:lambdalabs 2.5`` (USD per GPU-hour) for tables and CSV."""
+    return ", ".join(f"{o['source']} {text(o['price_per_gpu_hour_usd'])}".strip() for o in reports)
 
 
 def _display_rate(
@@ -394,7 +398,7 @@ def register(app: typer.Typer) -> None:
         fmt: FormatOpt = Format.table,
     ) -> None:
         """Current offers (or --as-of a version or time), cheapest USD per GPU-hour first."""
-        from service.queries import list_offers
+        from service.queries import also_from, catalog_facts, list_offers
         from service.units import q
 
         key = sort.removeprefix("-")
@@ -415,6 +419,14 @@ def register(app: typer.Typer) -> None:
                 sort=key,
                 descending=descending,
             )
+            others = also_from(conn, rows, version=listing.pinned_version)
+            facts = catalog_facts(conn, listing.today)
+        for r in rows:
+            r["gpu_name"] = facts.gpu_names.get(r["gpu_slug"]) if r["gpu_slug"] else None
+            r["gpu_label"] = facts.gpu_label(r)
+            r["also_from"] = others[r["id"]]
+            if fmt is Format.csv:
+                r["also_from"] = _also_from_text(r["also_from"])
         columns = list(OFFER_COLUMNS)
         if display is not None:
             code, per_usd = display
@@ -436,7 +448,7 @@ def register(app: typer.Typer) -> None:
                 "sku": r["sku"],
                 "region": r["region"],
                 "cc": r["country"],
-                "gpu": _gpu(r),
+                "gpu": r["gpu_label"] or "—",
                 "gpus": r["gpu_count"],
                 "kind": r["price_kind"],
                 "price": f"{text(r['amount'])} {r['currency']}/{r['unit']}",
@@ -445,6 +457,7 @@ def register(app: typer.Typer) -> None:
             if display is not None:
                 row[f"{display[0].lower()}/gpu-h"] = r["display_gpu_hour"]
             row["source"] = r["source"]
+            row["also from (usd/gpu-h)"] = _also_from_text(r["also_from"])
             display_rows.append(row)
         if key == "price_per_gpu_hour" and not descending:
             title = "offers (USD per GPU-hour ascending)"
@@ -469,13 +482,14 @@ def register(app: typer.Typer) -> None:
         fmt: FormatOpt = Format.table,
     ) -> None:
         """Providers with a matching offer, each with its cheapest one (USD per GPU-hour)."""
-        from service.queries import eligible_providers, explain_exclusions
+        from service.queries import catalog_facts, eligible_providers, explain_exclusions
 
         with engine().connect() as conn:
             listing = build_listing(conn, filters, UsageProblem, CliError)
             rows = eligible_providers(
                 conn, listing.filters, version=listing.pinned_version, compliance=listing.compliance
             )
+            facts = catalog_facts(conn, listing.today)
             reasons: dict[str, list[str]] = {}
             if explain:
                 reasons = explain_exclusions(
@@ -495,6 +509,8 @@ def register(app: typer.Typer) -> None:
                 "region": r["region"],
                 "country": r["country"],
                 "gpu_slug": r["gpu_slug"],
+                "gpu_name": facts.gpu_names.get(r["gpu_slug"]) if r["gpu_slug"] else None,
+                "gpu_label": facts.gpu_label(r),
                 "gpu_count": r["gpu_count"],
                 "price_kind": r["price_kind"],
                 "amount": r["amount"],
@@ -521,7 +537,7 @@ def register(app: typer.Typer) -> None:
                     "sku": r["sku"],
                     "region": r["region"],
                     "cc": r["country"],
-                    "gpu": r["gpu_slug"],
+                    "gpu": r["gpu_label"] or "—",
                     "gpus": r["gpu_count"],
                     "kind": r["price_kind"],
                     "usd/gpu-h": r["gpu_hour_usd"],

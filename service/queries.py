@@ -229,10 +229,6 @@ def version_at(conn: Connection, when: datetime) -> int:
     return int(conn.execute(stmt).scalar() or 0)
 
 
-GPU_NAME = select(GPU.c.name).where(GPU.c.slug == OFFER.c.gpu_slug).scalar_subquery()
-"""The offer's GPU model's human name: one primary-key probe per row read (measured in
-docs/benchmarks.md against a dict of names kept with the catalog facts)."""
-
 OFFER_COLUMNS = (
     OFFER.c.id,
     OFFER.c.source,
@@ -244,7 +240,6 @@ OFFER_COLUMNS = (
     OFFER.c.unit,
     OFFER.c.price_per,
     OFFER.c.gpu_slug,
-    GPU_NAME.label("gpu_name"),
     OFFER.c.gpu_name_raw,
     OFFER.c.gpu_inferred,
     OFFER.c.gpu_count,
@@ -732,6 +727,18 @@ class OfferContext:
     """GPU family -> its slugs."""
     live_gpus: frozenset[str] = frozenset()
     """GPU slugs with at least one active offer."""
+    gpu_names: dict[str, str] = field(default_factory=dict)
+    """GPU slug -> its human name ("H100 SXM 80GB"): read with the facts, not joined per row
+    (a per-row lookup in the listing's statement cost 10-40 %, docs/benchmarks.md)."""
+
+    def gpu_label(self, row: dict[str, Any]) -> str | None:
+        """What people read for an offer's GPU: the model's name; an unmapped raw name marked
+        ``(unrecognized)``; None when the source named no GPU."""
+        slug = row.get("gpu_slug")
+        if slug:
+            return self.gpu_names.get(slug, slug)
+        raw = row.get("gpu_name_raw")
+        return f"{raw} (unrecognized)" if raw else None
 
 
 FACTS_KEY = "gpuatlas.catalog_facts"
@@ -796,7 +803,10 @@ def _load_facts(conn: Connection, on: date) -> OfferContext:
             {"scheme": c["scheme"], "valid_to": c["valid_to"], "regions": c["regions"]}
         )
     families: dict[str, list[str]] = {}
-    for g in conn.execute(select(GPU.c.slug, GPU.c.family, GPU.c.tflops_bf16)).mappings():
+    for g in conn.execute(
+        select(GPU.c.slug, GPU.c.family, GPU.c.name, GPU.c.tflops_bf16)
+    ).mappings():
+        ctx.gpu_names[g["slug"]] = g["name"]
         if g["tflops_bf16"] is not None:
             ctx.tflops_bf16[g["slug"]] = g["tflops_bf16"]
         families.setdefault(g["family"], []).append(g["slug"])

@@ -28,9 +28,10 @@ def _money(amount: Decimal | None, currency: str) -> dict[str, Any] | None:
     return None if amount is None else {"amount": amount, "currency": currency}
 
 
-def _offer_json(row: dict[str, Any]) -> dict[str, Any]:
+def _offer_json(row: dict[str, Any], gpu_names: dict[str, str]) -> dict[str, Any]:
     """``OfferPublic`` as a plain dict (same keys, same order, same values as its dump)."""
     currency = row["currency"]
+    gpu = row["gpu_slug"]
     return {
         "id": row["id"],
         "provider": row["provider"],
@@ -38,8 +39,8 @@ def _offer_json(row: dict[str, Any]) -> dict[str, Any]:
         "sku": row["sku"],
         "region": row["region"],
         "country": row["country"],
-        "gpu": row["gpu_slug"],
-        "gpu_name": row["gpu_name"],
+        "gpu": gpu,
+        "gpu_name": gpu_names.get(gpu) if gpu else None,
         "gpu_name_raw": row["gpu_name_raw"],
         "gpu_inferred": bool(row["gpu_inferred"]),
         "gpu_count": row["gpu_count"],
@@ -76,7 +77,7 @@ def offer_json(
     also: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """``OfferDetail`` as a plain dict, for :func:`dumps` (see the module docstring)."""
-    out = _offer_json(row)
+    out = _offer_json(row, ctx.gpu_names)
     gpu = row["gpu_slug"]
     region = ctx.regions.get((row["provider"], row["region"]))
     export = ctx.export_control.get(gpu) if gpu else None
@@ -114,8 +115,9 @@ def dumps(value: Any) -> bytes:
     return orjson.dumps(value, default=_json_default, option=orjson.OPT_UTC_Z)
 
 
-def offer_public(row: dict[str, Any]) -> OfferPublic:
-    return OfferPublic(**_offer_json(row))  # the money dicts validate into Money
+def offer_public(row: dict[str, Any], gpu_names: dict[str, str]) -> OfferPublic:
+    """``gpu_names``: :attr:`service.queries.OfferContext.gpu_names`."""
+    return OfferPublic(**_offer_json(row, gpu_names))  # the money dicts validate into Money
 
 
 def per_pflop_hour(row: dict[str, Any], tflops: Decimal | None) -> Decimal | None:

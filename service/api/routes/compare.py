@@ -19,7 +19,12 @@ from schema.api import (
 from service.api.deps import ConnDep, cache, reject_unknown_params
 from service.api.params import FILTER_PARAMS, ListingDep
 from service.api.serialize import offer_public
-from service.queries import cheapest_by_kind, eligible_providers, explain_exclusions
+from service.queries import (
+    catalog_facts,
+    cheapest_by_kind,
+    eligible_providers,
+    explain_exclusions,
+)
 from service.units import HOURS_PER_MONTH, q
 
 router = APIRouter(prefix="/v1", tags=["compare"])
@@ -61,11 +66,14 @@ def eligible(
             compliance=listing.compliance,
         )
         excluded = [Exclusion(provider=p, reasons=r) for p, r in sorted(reasons.items())]
+    names = catalog_facts(conn, listing.today).gpu_names
     return EligibleProviders(
         catalog_version=listing.version,
         data=[
             EligibleProvider(
-                provider=r["provider"], offer_count=r["offer_count"], cheapest=offer_public(r)
+                provider=r["provider"],
+                offer_count=r["offer_count"],
+                cheapest=offer_public(r, names),
             )
             for r in rows
         ],
