@@ -111,8 +111,8 @@ class ExportControlSummary(BaseModel):
     note: str = "informational, not legal advice"
 
 
-class AlsoFrom(BaseModel):
-    """Another source reporting the same (provider, sku, region, price kind)."""
+class SourcePrice(BaseModel):
+    """One source's offer for a (provider, sku, region, price kind)."""
 
     source: str
     offer_id: int
@@ -139,7 +139,7 @@ class OfferDetail(OfferPublic):
         default=None, description="price_usd converted to the requested display currency"
     )
     display_price_per_gpu_hour: Money | None = None
-    also_from: list[AlsoFrom] = Field(
+    also_from: list[SourcePrice] = Field(
         default_factory=list,
         description="the other sources reporting this offer's (provider, sku, region, price "
         "kind), most authoritative first; listings show each such offer once by default",
@@ -246,3 +246,62 @@ class TcoResult(BaseModel):
     hours_per_month: Decimal
     months: int
     data: list[TcoProvider]
+
+
+class UnmappedNamePublic(BaseModel):
+    kind: str = Field(description="gpu | region | provider")
+    source: str
+    value: str
+    occurrences: int = Field(description="records that carried it, over every crawl")
+    first_seen_at: datetime
+    last_seen_at: datetime
+    last_crawl_run_id: int | None
+    offers: int = Field(default=0, description="active offers carrying it now")
+    example_skus: list[str] = Field(default_factory=list, description="up to three")
+
+
+class QualityTotals(BaseModel):
+    active_offers: int
+    without_gpu: int = Field(description="active offers whose GPU name maps to no model")
+    without_country: int = Field(description="active offers that cannot be placed in a country")
+    without_gpu_share: float = Field(description="without_gpu / active_offers (0-1)")
+    without_country_share: float
+    price_disagreements: int = Field(
+        description="identities several sources report at different USD per GPU-hour"
+    )
+
+
+class UnmappedGpu(BaseModel):
+    name: str | None = Field(description="the GPU name as the source wrote it")
+    source: str
+    offers: int
+    example_skus: list[str] = Field(description="up to three, alphabetical")
+
+
+class UnmappedRegion(BaseModel):
+    provider: str
+    region: str
+    sources: list[str]
+    offers: int
+    example_skus: list[str] = Field(description="up to three, alphabetical")
+
+
+class PriceDisagreement(BaseModel):
+    provider: str
+    sku: str
+    region: str
+    price_kind: str
+    min_price_per_gpu_hour_usd: Decimal
+    max_price_per_gpu_hour_usd: Decimal
+    reports: list[SourcePrice] = Field(
+        description="every source's figure, most authoritative first (never averaged)"
+    )
+
+
+class QualityReport(BaseModel):
+    catalog_version: int
+    source: str | None = Field(description="the source the report is limited to, if any")
+    totals: QualityTotals
+    unmapped_gpus: list[UnmappedGpu] = Field(description="most offers first")
+    unmapped_regions: list[UnmappedRegion] = Field(description="most offers first")
+    price_disagreements: list[PriceDisagreement] = Field(description="widest spread first")

@@ -593,19 +593,16 @@ ALSO_FROM_COLUMNS = (
 )
 
 
-def also_from(
-    conn: Connection, rows: Sequence[dict[str, Any]], *, version: int | None = None
-) -> dict[int, list[dict[str, Any]]]:
-    """Offer id -> the offers of *other* sources reporting the same identity (one query).
-
-    Each: ``source``, ``offer_id``, ``price_per_gpu_hour_usd`` (at ``version``; None =
-    current), most authoritative source first. Disagreeing prices are kept as they are.
-    """
-    if not rows:
+def identity_reports(
+    conn: Connection, identities: Iterable[Identity], *, version: int | None = None
+) -> dict[Identity, list[dict[str, Any]]]:
+    """Identity -> every offer reporting it (current, or at ``version``), in one query: each
+    ``source``, ``offer_id``, ``price_per_gpu_hour_usd``, most authoritative source first."""
+    wanted = set(identities)
+    if not wanted:
         return {}
-    wanted = {identity(r) for r in rows}
     # one IN list per identity column: both databases walk ix_offer_identity with them (a
-    # row-value IN makes SQLite scan); the few combinations not on the page are dropped below
+    # row-value IN makes SQLite scan); the few combinations not asked for are dropped below
     match = and_(
         *(
             OFFER.c[name].in_(sorted({key[i] for key in wanted}))
@@ -615,9 +612,8 @@ def also_from(
     if version is None:
         # SQLite: the status test kept off ix_offer_status_gpu_hour (without statistics the
         # planner would walk every active offer instead of probing the identity index)
-        status = (
-            literal_column("+offer.status") if conn.dialect.name == "sqlite" else OFFER.c.status
-        )
+        sqlite = conn.dialect.name == "sqlite"
+        status = literal_column("+offer.status") if sqlite else OFFER.c.status
         stmt = select(*ALSO_FROM_COLUMNS, OFFER.c.gpu_hour_usd).where(
             match, status == OfferStatus.active.value
         )
@@ -627,21 +623,30 @@ def also_from(
             .join(OBS, and_(OBS.c.offer_id == OFFER.c.id, visible_at(OBS, version)))
             .where(match)
         )
-    by_identity: dict[Identity, list[dict[str, Any]]] = {}
+    out: dict[Identity, list[dict[str, Any]]] = {}
     for r in conn.execute(stmt).mappings():
         if (key := identity(r)) not in wanted:
             continue
-        by_identity.setdefault(key, []).append(
+        out.setdefault(key, []).append(
             {
                 "source": r["source"],
                 "offer_id": r["id"],
                 "price_per_gpu_hour_usd": r["gpu_hour_usd"],
             }
         )
-    for reports in by_identity.values():
+    for reports in out.values():
         reports.sort(key=lambda o: (source_key(o["source"]), o["offer_id"]))
+    return out
+
+
+def also_from(
+    conn: Connection, rows: Sequence[dict[str, Any]], *, version: int | None = None
+) -> dict[int, list[dict[str, Any]]]:
+    """Offer id -> the offers of *other* sources reporting the same identity (one query,
+    :func:`identity_reports`). Disagreeing prices are kept as they are, never averaged."""
+    reports = identity_reports(conn, (identity(r) for r in rows), version=version)
     return {
-        r["id"]: [o for o in by_identity.get(identity(r), ()) if o["source"] != r["source"]]
+        r["id"]: [o for o in reports.get(identity(r), ()) if o["source"] != r["source"]]
         for r in rows
     }
 

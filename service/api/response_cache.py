@@ -45,7 +45,7 @@ from service.api.conditional import ASGIApp, Message, Receive, Scope, Send, cont
 
 CACHEABLE = re.compile(
     r"/v1/(offers(/\d+)?|eligible-providers|tco|versions|diff|changes|gpus(/[^/]+)?"
-    r"|providers(/[^/]+)?|regions)"
+    r"|providers(/[^/]+)?|regions|quality)"
 )
 """Read endpoints whose answer depends only on the database, the query and the date."""
 MAX_ENTRY_SHARE = 16
