@@ -21,8 +21,8 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from schema.crawl import UnmappedName
 from schema.enums import OfferStatus
-from service.precedence import Identity
-from service.queries import OFFER, current_version, identity_reports
+from service.precedence import source_key
+from service.queries import OFFER, current_version, source_report
 
 UNMAPPED = UnmappedName.__table__  # type: ignore[attr-defined]
 
@@ -165,31 +165,33 @@ def price_disagreements(
                 )
             )
         )
-    # widest spread (USD per GPU-hour) first, then by identity
-    ranked = sorted(
-        (-int(r["spread"]), (r["provider"], r["sku"], r["region"], r["price_kind"]))
-        for r in conn.execute(stmt).mappings()
+    groups = stmt.subquery("disagreeing")
+    total = int(conn.execute(select(func.count()).select_from(groups)).scalar() or 0)
+    ident = [groups.c[k.name] for k in keys]
+    top = select(groups).order_by(groups.c.spread.desc(), *ident)  # widest spread first
+    if limit is not None:
+        top = top.limit(limit)
+    shown = top.subquery("shown")
+    reports = (
+        select(shown, OFFER.c.id, OFFER.c.source, OFFER.c.gpu_hour_usd)
+        .join(OFFER, and_(*(OFFER.c[k.name] == shown.c[k.name] for k in keys)))
+        .where(OFFER.c.status == OfferStatus.active.value, key.is_not(None))
+        .order_by(shown.c.spread.desc(), *(shown.c[k.name] for k in keys))
     )
-    total = len(ranked)
-    shown: list[Identity] = [ident for _, ident in ranked[:limit]]
-    reports = identity_reports(conn, shown)
-    out = []
-    for ident in shown:
-        rows = [r for r in reports.get(ident, []) if r["price_per_gpu_hour_usd"] is not None]
-        prices = [r["price_per_gpu_hour_usd"] for r in rows]
-        provider, sku, region, price_kind = ident
-        out.append(
-            {
-                "provider": provider,
-                "sku": sku,
-                "region": region,
-                "price_kind": price_kind,
-                "min_price_per_gpu_hour_usd": min(prices),
-                "max_price_per_gpu_hour_usd": max(prices),
-                "reports": rows,
-            }
+    out: dict[tuple[str, ...], dict[str, Any]] = {}
+    for r in conn.execute(reports).mappings():
+        group = out.setdefault(
+            tuple(r[k.name] for k in keys),
+            {**{k.name: r[k.name] for k in keys}, "reports": []},
         )
-    return out, total
+        group["reports"].append(source_report(r))
+    for group in out.values():
+        group["reports"].sort(key=lambda o: (source_key(o["source"]), o["offer_id"]))
+        prices = [o["price_per_gpu_hour_usd"] for o in group["reports"]]
+        group["min_price_per_gpu_hour_usd"] = min(prices)
+        group["max_price_per_gpu_hour_usd"] = max(prices)
+        group["reports"] = group.pop("reports")  # after min / max, as the model orders them
+    return list(out.values()), total
 
 
 def _share(part: int, whole: int) -> float:

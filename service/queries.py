@@ -41,6 +41,7 @@ from sqlalchemy import (
     literal_column,
     or_,
     select,
+    true,
     type_coerce,
     union,
 )
@@ -57,8 +58,6 @@ from service.precedence import (
     IDENTITY_FIELDS,
     PEER_PRECEDENCE,
     UNKNOWN_PEER_RANK,
-    Identity,
-    identity,
     source_key,
 )
 
@@ -583,72 +582,67 @@ def list_offers(
     return _dicts(conn.execute(stmt))
 
 
-ALSO_FROM_COLUMNS = (
-    OFFER.c.id,
-    OFFER.c.source,
-    OFFER.c.provider,
-    OFFER.c.sku,
-    OFFER.c.region,
-    OFFER.c.price_kind,
-)
+PAGE_OFFER = OFFER.alias("page_offer")
+"""The offers of a page, joined to the other offers of their identity (built once)."""
 
 
-def identity_reports(
-    conn: Connection, identities: Iterable[Identity], *, version: int | None = None
-) -> dict[Identity, list[dict[str, Any]]]:
-    """Identity -> every offer reporting it (current, or at ``version``), in one query: each
-    ``source``, ``offer_id``, ``price_per_gpu_hour_usd``, most authoritative source first."""
-    wanted = set(identities)
-    if not wanted:
-        return {}
-    # one IN list per identity column: both databases walk ix_offer_identity with them (a
-    # row-value IN makes SQLite scan); the few combinations not asked for are dropped below
-    match = and_(
-        *(
-            OFFER.c[name].in_(sorted({key[i] for key in wanted}))
-            for i, name in enumerate(IDENTITY_FIELDS)
-        )
-    )
-    if version is None:
-        # SQLite: the status test kept off ix_offer_status_gpu_hour (without statistics the
-        # planner would walk every active offer instead of probing the identity index)
-        sqlite = conn.dialect.name == "sqlite"
-        status = literal_column("+offer.status") if sqlite else OFFER.c.status
-        stmt = select(*ALSO_FROM_COLUMNS, OFFER.c.gpu_hour_usd).where(
-            match, status == OfferStatus.active.value
-        )
-    else:
-        stmt = (
-            select(*ALSO_FROM_COLUMNS, OBS.c.gpu_hour_usd)
-            .join(OBS, and_(OBS.c.offer_id == OFFER.c.id, visible_at(OBS, version)))
-            .where(match)
-        )
-    out: dict[Identity, list[dict[str, Any]]] = {}
-    for r in conn.execute(stmt).mappings():
-        if (key := identity(r)) not in wanted:
-            continue
-        out.setdefault(key, []).append(
-            {
-                "source": r["source"],
-                "offer_id": r["id"],
-                "price_per_gpu_hour_usd": r["gpu_hour_usd"],
-            }
-        )
-    for reports in out.values():
-        reports.sort(key=lambda o: (source_key(o["source"]), o["offer_id"]))
-    return out
+def source_report(row: Any) -> dict[str, Any]:
+    """One source's figure for an identity (``also_from``, price disagreements)."""
+    return {
+        "source": row["source"],
+        "offer_id": row["id"],
+        "price_per_gpu_hour_usd": row["gpu_hour_usd"],
+    }
 
 
 def also_from(
     conn: Connection, rows: Sequence[dict[str, Any]], *, version: int | None = None
 ) -> dict[int, list[dict[str, Any]]]:
-    """Offer id -> the offers of *other* sources reporting the same identity (one query,
-    :func:`identity_reports`). Disagreeing prices are kept as they are, never averaged."""
-    reports = identity_reports(conn, (identity(r) for r in rows), version=version)
-    return {
-        r["id"]: [o for o in reports.get(identity(r), ()) if o["source"] != r["source"]]
-        for r in rows
-    }
+    """Offer id -> the offers of *other* sources reporting the same (provider, sku, region,
+    price kind), current or at ``version``, most authoritative source first.
+
+    One statement for the page: its offers by id, each joined to the others of its identity
+    through ``ix_offer_identity`` (one probe per row). Disagreeing prices are kept as they
+    are, never averaged.
+    """
+    if not rows:
+        return {}
+    mine = PAGE_OFFER
+    ids = sorted({r["id"] for r in rows})
+    same = [
+        *(OFFER.c[name] == mine.c[name] for name in IDENTITY_FIELDS),
+        OFFER.c.source != mine.c.source,
+    ]
+    if version is None:
+        price = OFFER.c.gpu_hour_usd
+        # SQLite: the status test kept off ix_offer_status_gpu_hour, so the planner starts
+        # from the page's ids (without statistics it would walk every active offer)
+        sqlite = conn.dialect.name == "sqlite"
+        status = literal_column("+offer.status") if sqlite else OFFER.c.status
+        others = select(OFFER.c.id, OFFER.c.source, price).where(
+            *same, status == OfferStatus.active.value
+        )
+    else:
+        price = OBS.c.gpu_hour_usd
+        others = (
+            select(OFFER.c.id, OFFER.c.source, price)
+            .join(OBS, and_(OBS.c.offer_id == OFFER.c.id, visible_at(OBS, version)))
+            .where(*same)
+        )
+    if conn.dialect.name == "postgresql":
+        # LATERAL: one probe of ix_offer_identity per page row (a plain join is hashed
+        # against a scan of every offer); OFFSET 0 keeps the planner from flattening it
+        other = others.offset(0).lateral("other")
+        stmt = select(mine.c.id.label("page_id"), other).select_from(mine).join(other, true())
+    else:
+        stmt = others.add_columns(mine.c.id.label("page_id"))
+    stmt = stmt.where(mine.c.id.in_(ids))
+    out: dict[int, list[dict[str, Any]]] = {r["id"]: [] for r in rows}
+    for r in conn.execute(stmt).mappings():
+        out[r["page_id"]].append(source_report(r))
+    for reports in out.values():
+        reports.sort(key=lambda o: (source_key(o["source"]), o["offer_id"]))
+    return out
 
 
 def _dicts(result: Any) -> list[dict[str, Any]]:

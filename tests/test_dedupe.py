@@ -297,3 +297,23 @@ def test_cli_shows_the_same(cli: CliRunner, client: TestClient) -> None:
         ("RTX 9999", 1, ["mystery"])
     ]
     assert cli.invoke(cli_app, ["quality", "-f", "csv"]).exit_code == 2
+
+
+def test_also_from_at_a_pinned_version_shows_that_versions_prices(
+    client: TestClient, engine: Engine, settings: Settings
+) -> None:
+    before = client.get("/v1/offers", params={"limit": 1000}).json()["catalog_version"]
+    sky = [
+        lambda_offer(SKY, "triple", "2.30"),
+        lambda_offer(SKY, "peers", "1.55"),
+        *(lambda_offer(SKY, f"own-{i}", f"{1 + i / 10:.2f}") for i in range(0, 20, 3)),
+    ]
+    result = ingest(engine, settings, CrawlResult(source=SKY, records=sky))
+    assert result.changed == 1
+
+    def triple(params: dict[str, Any]) -> list[tuple[str, str]]:
+        (row,) = by_sku(page_all(client, params, limit=1000))["triple"]
+        return [(o["source"], o["price_per_gpu_hour_usd"]) for o in row["also_from"]]
+
+    assert triple({}) == [(SKY, "2.3"), (HUNT, "1.9")]
+    assert triple({"as_of": str(before)}) == [(SKY, "2.1"), (HUNT, "1.9")]
