@@ -146,7 +146,13 @@ _FILTER_OPTIONS: list[tuple[str, Any]] = [
     ("source", Annotated[str | None, typer.Option(help="crawl source name")]),
     (
         "include_peers",
-        Annotated[bool, typer.Option("--include-peers", help="also list peer copies")],
+        Annotated[
+            bool,
+            typer.Option(
+                "--include-peers",
+                help="every source's copy of an offer, not only the most authoritative one",
+            ),
+        ],
     ),
     (
         "as_of",

@@ -151,7 +151,11 @@ def listing(
     ] = None,
     source: Annotated[str | None, Query(max_length=100)] = None,
     include_peers: Annotated[
-        bool, Query(description="also list peer copies of first-party offers")
+        bool,
+        Query(
+            description="list every source's offer of a (provider, sku, region, price kind), "
+            "not only the most authoritative source's"
+        ),
     ] = False,
     as_of: Annotated[
         str | None, Query(max_length=40, description="catalog version or ISO 8601 time")
