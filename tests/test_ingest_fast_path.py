@@ -91,6 +91,7 @@ def test_mixed_spellings_in_one_crawl_share_one_fingerprint(
             (
                 "instance",
                 None,
+                False,
                 "H100 SXM",
                 Decimal(8),
                 None,
@@ -225,7 +226,17 @@ def test_fingerprint_memo_matches_the_plain_function(engine: Engine, settings: S
     ingest(engine, settings, crawl(records(6, vcpus="8.0")))
     with engine.connect() as conn:
         stored = conn.execute(select(OFFER.c.fingerprint, OFFER.c.gpu_count)).all()
-    attributes = ("instance", None, "H100 SXM", Decimal("8"), None, Decimal("8.0"), None, "DE")
+    attributes = (
+        "instance",
+        None,
+        False,
+        "H100 SXM",
+        Decimal("8"),
+        None,
+        Decimal("8.0"),
+        None,
+        "DE",
+    )
     expected = fingerprint((*attributes, None, False, None))
     assert {digest for digest, _ in stored} == {expected}
 

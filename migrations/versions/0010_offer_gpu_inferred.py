@@ -21,15 +21,21 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('gpu_model', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('default_rank', sa.Integer(), nullable=True))
-    with op.batch_alter_table('offer', schema=None) as batch_op:
-        batch_op.add_column(
-            sa.Column('gpu_inferred', sa.Boolean(), nullable=False, server_default=sa.false())
-        )
+    # plain ADD COLUMN on both databases: a batch on SQLite would recreate offer, which
+    # observations reference
+    op.add_column('gpu_model', sa.Column('default_rank', sa.Integer(), nullable=True))
+    op.add_column(
+        'offer',
+        sa.Column('gpu_inferred', sa.Boolean(), nullable=False, server_default=sa.false()),
+    )
 
 
 def downgrade() -> None:
+    if op.get_bind().dialect.name == 'sqlite':
+        # a plain DROP COLUMN: batch mode would recreate offer, which observations reference
+        op.execute('ALTER TABLE offer DROP COLUMN gpu_inferred')
+        op.execute('ALTER TABLE gpu_model DROP COLUMN default_rank')
+        return
     with op.batch_alter_table('offer', schema=None) as batch_op:
         batch_op.drop_column('gpu_inferred')
     with op.batch_alter_table('gpu_model', schema=None) as batch_op:
