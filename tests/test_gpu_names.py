@@ -13,6 +13,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from crawlers.normalize.gpu_form import with_sku_form_factor
 from crawlers.normalize.reference import REFERENCE_DIR, ReferenceIndex, reference_index
 from schema.gpu_names import (
     MAX_NAME,
@@ -273,3 +274,23 @@ def test_aliases_are_only_for_what_the_parser_cannot_read() -> None:
         if ref.names.by_parser(alias).slug or ref.names.by_parser(alias).candidates
     }
     assert not readable
+
+
+@pytest.mark.parametrize(
+    ("name", "sku", "expected"),
+    [
+        ("H100", "gpu_1x_h100_pcie", "H100 PCIe"),
+        ("A100 80GB", "gpu_8x_a100_80gb_sxm4", "A100 80GB SXM"),
+        ("NVIDIA H100 PCIe", "gpu_1x_h100_pcie", "NVIDIA H100 PCIe"),  # stated already
+        ("H100", "p5.48xlarge", "H100"),  # the SKU says nothing
+        ("H100", "h100-sxm-or-pcie", "H100"),  # says two things: nothing
+        ("", "gpu_1x_h100_pcie", ""),
+    ],
+)
+def test_form_factor_from_the_instance_type(name: str, sku: str, expected: str) -> None:
+    assert with_sku_form_factor(name, sku) == expected
+
+
+def test_lambda_h100_pcie_through_a_peer_is_the_pcie_part(ref: ReferenceIndex) -> None:
+    name = with_sku_form_factor("H100", "gpu_1x_h100_pcie")
+    assert ref.resolve_gpu(name, Decimal(80)).slug == "nvidia-h100-pcie-80gb"

@@ -179,7 +179,9 @@ def test_presets_zones_and_old_layout(
     _serve(server, "lambdalabs")  # v1 catalog: no flags, cpu_arch, provider_data columns
     assert _crawl(engine, settings, server, "gpuhunt:lambdalabs").counts["seen"] == 5
     lam = _offers(engine, "gpuhunt:lambdalabs")
-    assert lam[("gpu_8x_a100_80gb_sxm4", "us-east-1", "on_demand")]["gpu_name_raw"] == "A100 80GB"
+    assert (
+        lam[("gpu_8x_a100_80gb_sxm4", "us-east-1", "on_demand")]["gpu_name_raw"] == "A100 80GB SXM"
+    )  # the SKU names the form factor
 
 
 def test_saved_zip_or_csv_parse_offline(tmp_path: Path, settings: Settings) -> None:

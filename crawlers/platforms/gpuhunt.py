@@ -46,6 +46,7 @@ from crawlers.base import (
     Response,
     SourceError,
 )
+from crawlers.normalize.gpu_form import with_sku_form_factor
 from crawlers.normalize.reference import reference_index
 from crawlers.platforms.skypilot import (
     COUNTRY_RULES,
@@ -206,9 +207,11 @@ class GpuhuntCatalog(ApiSource):
         if self.zone_locations and (match := _ZONE_SUFFIX.match(location)):
             region = match.group(1)
         memory = plausible_gpu_memory(parse_decimal(row.get("gpu_memory")))
+        sku = self.sku(row, count_text)
+        name = gpu_spelling(row["gpu_name"], memory)
         record: RawRecord = {
-            "sku": self.sku(row, count_text),
-            "gpu_name_raw": gpu_spelling(row["gpu_name"], memory),
+            "sku": sku,
+            "gpu_name_raw": name and with_sku_form_factor(name, sku),
             "gpu_count": number_text(count_text) or count_text,
             "gpu_memory_gb": memory,
             "vcpus": number_text(row.get("cpu")),

@@ -56,6 +56,7 @@ from crawlers.base import (
     Response,
     SourceError,
 )
+from crawlers.normalize.gpu_form import with_sku_form_factor
 from schema.names import gpu_alias_key
 
 log = logging.getLogger(__name__)
@@ -398,7 +399,7 @@ class SkyPilotCatalog(ApiSource):
         region, country = self.location(row)
         base: RawRecord = {
             "sku": sku,
-            "gpu_name_raw": refine_gpu_name(accelerator, info.name),
+            "gpu_name_raw": with_sku_form_factor(refine_gpu_name(accelerator, info.name), sku),
             "gpu_count": number_text(count_text) or count_text,
             "gpu_memory_gb": per_gpu_memory(info, self.gpu_memory, count),
             "vcpus": number_text(row.get("vCPUs")),
