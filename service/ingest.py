@@ -47,6 +47,7 @@ from service.db import writer
 from service.fx import FxTable, Rate, check_against_stored, store_rates
 from service.gcpause import no_gc_pauses
 from service.gpu_catalog import gpu_name_index
+from service.locations import refresh_after_ingest
 from service.refcheck import Load, foreign_keys_checked_per_load
 from service.run_owner import close_dead_runs, this_owner
 from service.units import gpu_hourly, instance_hourly, q
@@ -744,10 +745,13 @@ def _apply(
         version = (conn.execute(select(func.max(VERSION.c.id))).scalar() or 0) + 1
         writer_ = _Writer(conn, FxTable.load(conn), run_id, now, version, crawl)
         writer_.write(crawl.source, diff)
+        refresh_after_ingest(conn, crawl.source, records)  # before the outbox reads them
         enqueue_for_diff(conn, version, diff, now, writer_.observation_rows)
         result.catalog_version = version
         if diff.new:
             _ensure_instance_types(conn, writer_.first_new_offer)
+    else:  # no price changed; a source's locations (live capacity) may have
+        refresh_after_ingest(conn, crawl.source, records)
     result.added = len(diff.new) + len(diff.reopened)
     result.changed, result.withdrawn = len(diff.changed), len(diff.withdrawn)
     result.updated = len(diff.touched)

@@ -50,7 +50,8 @@ from schema.catalog import GpuModel, Provider, Region
 from schema.compliance import Certification, GpuClassification
 from schema.crawl import CrawlRun
 from schema.enums import OfferStatus
-from schema.prices import CatalogVersion, Offer, PriceObservation
+from schema.prices import CatalogVersion, Offer, OfferLocation, PriceObservation
+from service.locations import locations_of, pick
 
 OFFER = Offer.__table__  # type: ignore[attr-defined]
 OBS = PriceObservation.__table__  # type: ignore[attr-defined]
@@ -61,6 +62,7 @@ REGION = Region.__table__  # type: ignore[attr-defined]
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]
 CERT = Certification.__table__  # type: ignore[attr-defined]
 CLASSIFICATION = GpuClassification.__table__  # type: ignore[attr-defined]
+LOCATION = OfferLocation.__table__  # type: ignore[attr-defined]
 
 SortKey = Literal["price_per_gpu_hour", "price", "price_per_pflop_hour", "gpu_count", "provider"]
 SORT_KEYS: tuple[str, ...] = (
@@ -328,6 +330,37 @@ def _first_party_covers(version: int | None) -> Any:
     return exists().where(*condition)
 
 
+def _located(condition: ColumnElement[bool]) -> ColumnElement[bool]:
+    """One of the offer's locations (``offer_location``) meets ``condition``."""
+    return exists().where(LOCATION.c.offer_id == OFFER.c.id, condition)
+
+
+def in_countries_sql(countries: Sequence[str]) -> ColumnElement[bool]:
+    """The offer is in one of ``countries``: its own country is, or (an offer without one:
+    ``global``) one of its locations' is. The SQL twin of ``service.locations.in_countries``;
+    the EXISTS probes ``ix_offer_location_offer_id_country`` for placeless rows only."""
+    own = OFFER.c.country == countries[0] if len(countries) == 1 else OFFER.c.country.in_(countries)
+    where = (
+        LOCATION.c.country == countries[0]
+        if len(countries) == 1
+        else LOCATION.c.country.in_(countries)
+    )
+    return or_(own, and_(OFFER.c.country.is_(None), _located(where)))
+
+
+def outside_countries_sql(excluded: Sequence[str]) -> ColumnElement[bool]:
+    """``not_country``: the offer can run outside ``excluded`` (an offer whose place is not
+    known at all is kept). The SQL twin of ``service.locations.outside_countries``."""
+    elsewhere = or_(LOCATION.c.country.is_(None), LOCATION.c.country.not_in(excluded))
+    return or_(
+        OFFER.c.country.not_in(excluded),
+        and_(
+            OFFER.c.country.is_(None),
+            or_(~_located(LOCATION.c.offer_id.is_not(None)), _located(elsewhere)),
+        ),
+    )
+
+
 def apply_filters(
     stmt: Select[Any],
     filters: OfferFilters,
@@ -360,12 +393,14 @@ def apply_filters(
     if providers and on("provider"):
         stmt = stmt.where(OFFER.c.provider.in_(providers))
     if filters.country and on("country"):
-        stmt = stmt.where(OFFER.c.country == filters.country.upper())
+        stmt = stmt.where(in_countries_sql([filters.country.upper()]))
     if filters.not_country and on("not_country"):
         excluded = [c.upper() for c in filters.not_country]
-        stmt = stmt.where(or_(OFFER.c.country.is_(None), OFFER.c.country.not_in(excluded)))
+        stmt = stmt.where(outside_countries_sql(excluded))
     if filters.region and on("region"):
-        stmt = stmt.where(OFFER.c.region == filters.region)
+        stmt = stmt.where(
+            or_(OFFER.c.region == filters.region, _located(LOCATION.c.region == filters.region))
+        )
     if filters.price_kind and on("price_kind"):
         stmt = stmt.where(OFFER.c.price_kind == filters.price_kind)
     if filters.source and on("source"):
@@ -397,7 +432,7 @@ def apply_filters(
     if compliance.cert_providers is not None and on("cert"):
         stmt = stmt.where(OFFER.c.provider.in_(sorted(compliance.cert_providers)))
     if compliance.gdpr_countries is not None and on("gdpr"):
-        stmt = stmt.where(OFFER.c.country.in_(sorted(compliance.gdpr_countries)))
+        stmt = stmt.where(in_countries_sql(sorted(compliance.gdpr_countries)))
     if compliance.licence_gpus is not None and on("export_destination"):
         licence = sorted(compliance.licence_gpus)
         stmt = stmt.where(OFFER.c.gpu_slug.is_not(None), OFFER.c.gpu_slug.not_in(licence))
@@ -542,17 +577,46 @@ def list_offers(
             rows = _dicts(conn.execute(query(nulls=False).limit(limit)))
         if len(rows) < limit:
             rows += _dicts(conn.execute(query(nulls=True).limit(limit - len(rows))))
-        return rows
+        return place_rows(conn, rows, filters, compliance)
     stmt = query().limit(limit)
     if offset:
         stmt = stmt.offset(offset)
-    return _dicts(conn.execute(stmt))
+    return place_rows(conn, _dicts(conn.execute(stmt)), filters, compliance)
 
 
 def _dicts(result: Any) -> list[dict[str, Any]]:
     """Every row of ``result`` as a dict (one fetch, the keys looked up once)."""
     keys = tuple(result.keys())
     return [dict(zip(keys, row, strict=True)) for row in result.all()]
+
+
+def place_rows(
+    conn: Connection,
+    rows: list[dict[str, Any]],
+    filters: OfferFilters | None = None,
+    compliance: ComplianceSets | None = None,
+) -> list[dict[str, Any]]:
+    """Add each row's ``locations`` (where an offer quoted for several places can run, see
+    ``service.locations``) and ``location_region``: the location matching the location
+    filters, else the first one. A row without a country of its own takes that location's
+    country; ``region`` stays as quoted (the offer's identity, e.g. ``global``)."""
+    found = locations_of(conn, [r["id"] for r in rows]) if rows else {}
+    filters = filters or OfferFilters()
+    gdpr = compliance.gdpr_countries if compliance is not None else None
+    for row in rows:
+        locations = found.get(row["id"], [])
+        row["locations"] = locations
+        chosen = pick(
+            [(loc["region"], loc["country"]) for loc in locations],
+            country=filters.country.upper() if filters.country else None,
+            region=filters.region,
+            countries=gdpr,
+            excluded=[c.upper() for c in filters.not_country],
+        )
+        row["location_region"] = chosen[0] if chosen else None
+        if chosen is not None and row.get("country") is None:
+            row["country"] = chosen[1]
+    return rows
 
 
 def live_gpu_slugs(conn: Connection, gpu: str) -> list[str]:
@@ -579,7 +643,7 @@ def stream_offers(
     stmt = stmt.order_by(OFFER.c.id)
     result = conn.execution_options(stream_results=True, yield_per=batch).execute(stmt)
     for part in result.mappings().partitions(batch):
-        yield [dict(r) for r in part]
+        yield place_rows(conn, [dict(r) for r in part], filters, compliance)
 
 
 def stream_raw_offers(
@@ -734,7 +798,7 @@ def get_offer(conn: Connection, offer_id: int) -> dict[str, Any]:
     row = conn.execute(stmt).mappings().first()
     if row is None:
         raise NotFound(f"offer {offer_id} does not exist")
-    return dict(row)
+    return place_rows(conn, [dict(row)])[0]
 
 
 HISTORY_COLUMNS = (
@@ -1052,7 +1116,7 @@ def eligible_providers(
     stmt = select(ranked).where(ranked.c.rank == 1)
     rows = [dict(r) for r in conn.execute(stmt).mappings()]
     rows.sort(key=lambda r: (r["gpu_hour_usd"] is None, r["gpu_hour_usd"] or 0, r["provider"]))
-    return rows
+    return place_rows(conn, rows, filters, compliance)
 
 
 def explain_exclusions(
@@ -1131,7 +1195,7 @@ def cheapest_by_kind(
     )
     best = ranked.where(OBS.c.gpu_hour_usd.is_not(None)).subquery()
     stmt = select(best).where(best.c.rank == 1).order_by(best.c.provider)
-    return [dict(r) for r in conn.execute(stmt).mappings()]
+    return place_rows(conn, [dict(r) for r in conn.execute(stmt).mappings()], filters, compliance)
 
 
 # --- reference listings -----------------------------------------------------------------

@@ -32,6 +32,7 @@ from schema.gpu_names import GpuFacts, GpuNameIndex, parse_gpu_name
 from schema.names import gpu_alias_key
 from schema.records import SLUG_RE, describe_validation_error
 from service.db import writer
+from service.locations import refresh as refresh_locations
 from service.reresolve import reresolve_offers
 
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available
@@ -87,6 +88,10 @@ class RegionRow(_Row):
     name: str | None = None
     country: Country
     city: str | None = None
+    gpus: list[str] | None = None
+    """GPU families known in the region (``family`` of gpus.yaml); None: not published."""
+    members: list[str] | None = Field(default=None, min_length=1)
+    """A group code (a price page's ``north-america``): the regions it stands for."""
 
     @field_validator("code", mode="before")
     @classmethod
@@ -169,7 +174,36 @@ def read_reference(directory: Path) -> tuple[list[ProviderRow], list[RegionRow],
             raise ReferenceError(
                 f"regions.yaml row {index} ({region.code}): unknown provider {region.provider!r}"
             )
+    _check_region_facts(regions, {g.family for g in gpus})
     return providers, regions, gpus
+
+
+def _check_region_facts(regions: list[RegionRow], families: set[str]) -> None:
+    """``gpus`` name known families; a group's members are plain regions of its provider
+    in the group's country (a group stands for places, it is not one)."""
+    rows = {(r.provider, r.code): r for r in regions}
+    for index, region in enumerate(regions, start=1):
+        where = f"regions.yaml row {index} ({region.provider}/{region.code})"
+        unknown = sorted(set(region.gpus or ()) - families)
+        if unknown:
+            raise ReferenceError(
+                f"{where}: gpus: unknown GPU family {unknown[0]!r} (see gpus.yaml family)"
+            )
+        if region.members is not None and region.gpus is not None:
+            raise ReferenceError(f"{where}: a group lists members, not gpus")
+        for code in region.members or ():
+            member = rows.get((region.provider, code))
+            if member is None:
+                raise ReferenceError(
+                    f"{where}: members: {code!r} is not a region of {region.provider}"
+                )
+            if member.members is not None:
+                raise ReferenceError(f"{where}: members: {code!r} is itself a group")
+            if member.country != region.country:
+                raise ReferenceError(
+                    f"{where}: members: {code!r} is in {member.country}, the group says "
+                    f"{region.country}"
+                )
 
 
 def _check_unique(rows: list[Any], key: Any, file: str, what: str) -> None:
@@ -277,6 +311,8 @@ def load_reference(engine: Engine, directory: Path) -> LoadReport:
                     "name": r.name,
                     "country": r.country,
                     "city": r.city,
+                    "gpus": r.gpus,
+                    "members": r.members,
                     "source_url": r.source,
                     "checked": r.checked,
                 }
@@ -286,6 +322,8 @@ def load_reference(engine: Engine, directory: Path) -> LoadReport:
         report.changed["aliases"] = _sync_aliases(conn, aliases)
         report.changed.update(reresolve_offers(conn))
         report.changed.update(_load_compliance(conn, directory))
+        # a reference change takes effect without a crawl: every provider's locations
+        report.changed["offer_locations"] = refresh_locations(conn).written
     return report
 
 
