@@ -189,6 +189,14 @@ def pick(
     return locations[0] if locations else None
 
 
+def locations_text(locations: Sequence[Mapping[str, Any]]) -> str | None:
+    """Exports' text form: ``region:country:basis`` per location joined by ``"; "`` (the
+    SQL twin is ``service.queries.location_columns``); None without locations."""
+    if not locations:
+        return None
+    return "; ".join(f"{loc['region']}:{loc['country'] or ''}:{loc['basis']}" for loc in locations)
+
+
 # --------------------------------------------------------------------------- the database
 
 
@@ -403,6 +411,7 @@ __all__ = [
     "derive",
     "in_countries",
     "locations_of",
+    "locations_text",
     "outside_countries",
     "pick",
     "refresh",

@@ -33,16 +33,19 @@ from sqlalchemy import (
     Connection,
     Select,
     and_,
+    case,
     cast,
     exists,
     false,
     func,
+    literal,
     literal_column,
     or_,
     select,
     type_coerce,
     union,
 )
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import BigInteger, Float, Integer, Numeric, String
 
@@ -358,6 +361,66 @@ def outside_countries_sql(excluded: Sequence[str]) -> ColumnElement[bool]:
             OFFER.c.country.is_(None),
             or_(~_located(LOCATION.c.offer_id.is_not(None)), _located(elsewhere)),
         ),
+    )
+
+
+def _location_match(
+    filters: OfferFilters, compliance: ComplianceSets | None
+) -> ColumnElement[bool] | None:
+    """The location filters on one ``offer_location`` row (``service.locations.pick``)."""
+    conditions: list[ColumnElement[bool]] = []
+    if filters.country:
+        conditions.append(LOCATION.c.country == filters.country.upper())
+    if filters.region:
+        conditions.append(LOCATION.c.region == filters.region)
+    if compliance is not None and compliance.gdpr_countries is not None:
+        conditions.append(LOCATION.c.country.in_(sorted(compliance.gdpr_countries)))
+    if filters.not_country:
+        excluded = [c.upper() for c in filters.not_country]
+        conditions.append(or_(LOCATION.c.country.is_(None), LOCATION.c.country.not_in(excluded)))
+    return and_(*conditions) if conditions else None
+
+
+def location_columns(
+    filters: OfferFilters, compliance: ComplianceSets | None, dialect: str
+) -> tuple[Any, Any, Any]:
+    """``country``, ``location_region`` and ``locations`` (text) as SQL, for exports: the
+    same values :func:`place_rows` gives a row. ``locations`` is
+    ``region:country:basis`` per location, in position order, joined by ``"; "``."""
+    match = _location_match(filters, compliance)
+    order = (
+        [LOCATION.c.position] if match is None else [case((match, 0), else_=1), LOCATION.c.position]
+    )
+
+    def first(column: Any) -> Any:
+        return (
+            select(column)
+            .where(LOCATION.c.offer_id == OFFER.c.id)
+            .order_by(*order)
+            .limit(1)
+            .scalar_subquery()
+        )
+
+    item = LOCATION.c.region + ":" + func.coalesce(LOCATION.c.country, "") + ":" + LOCATION.c.basis
+    if dialect == "postgresql":
+        listed = (
+            select(func.string_agg(item, aggregate_order_by(literal("; "), LOCATION.c.position)))
+            .where(LOCATION.c.offer_id == OFFER.c.id)
+            .scalar_subquery()
+        )
+    else:  # SQLite before 3.44 has no ORDER BY inside group_concat: an ordered subquery
+        ordered = (
+            select(item.label("item"))
+            .where(LOCATION.c.offer_id == OFFER.c.id)
+            .order_by(LOCATION.c.position)
+            .correlate(OFFER)
+            .subquery()
+        )
+        listed = select(func.group_concat(ordered.c.item, "; ")).scalar_subquery()
+    return (
+        func.coalesce(OFFER.c.country, first(LOCATION.c.country)).label("country"),
+        first(LOCATION.c.region).label("location_region"),
+        listed.label("locations"),
     )
 
 

@@ -61,6 +61,11 @@ def _offer_json(row: dict[str, Any]) -> dict[str, Any]:
         "crawl_run_id": row["crawl_run_id"],
         "raw_payload_sha256": row["raw_sha256"],
         "catalog_version": row["version_from"],
+        "location_region": row.get("location_region"),
+        "locations": [
+            {"region": loc["region"], "country": loc["country"], "basis": loc["basis"]}
+            for loc in row.get("locations", ())
+        ],
     }
 
 
