@@ -337,6 +337,8 @@ OFFER_COLUMNS = [
     "last_changed_at",
     "crawl_run_id",
     "raw_sha256",
+    "location_region",
+    "locations",
 ]
 DIFF_TABLE = (
     "kind",
@@ -357,6 +359,17 @@ SORTS = (
     "gpu_count",
     "provider",
 )
+
+
+def shown_region(row: dict[str, Any]) -> str:
+    """The region column: the quoted region, and for an offer quoted for several places
+    the location it is shown at (``global → FIN-01``), or that none is published."""
+    region = str(row["region"])
+    if row.get("location_region"):
+        return f"{region} → {row['location_region']}"
+    if region == "global":  # service.locations.GLOBAL_REGION (not imported: CLI start-up)
+        return f"{region} (location not published)"
+    return region
 
 
 def _gpu(row: dict[str, Any]) -> str:
@@ -426,6 +439,11 @@ def register(app: typer.Typer) -> None:
                     q(r["gpu_hour_usd"] * per_usd) if r["gpu_hour_usd"] is not None else None
                 )
         if fmt is not Format.table:
+            if fmt is Format.csv:
+                from service.locations import locations_text
+
+                for r in rows:
+                    r["locations"] = locations_text(r["locations"])
             emit(rows, fmt, columns)
             return
         display_rows = []
@@ -434,7 +452,7 @@ def register(app: typer.Typer) -> None:
                 "id": r["id"],
                 "provider": r["provider"],
                 "sku": r["sku"],
-                "region": r["region"],
+                "region": shown_region(r),
                 "cc": r["country"],
                 "gpu": _gpu(r),
                 "gpus": r["gpu_count"],
@@ -494,6 +512,7 @@ def register(app: typer.Typer) -> None:
                 "sku": r["sku"],
                 "region": r["region"],
                 "country": r["country"],
+                "location_region": r.get("location_region"),
                 "gpu_slug": r["gpu_slug"],
                 "gpu_count": r["gpu_count"],
                 "price_kind": r["price_kind"],
@@ -519,7 +538,7 @@ def register(app: typer.Typer) -> None:
                     "offers": r["offer_count"],
                     "cheapest": r["offer_id"],
                     "sku": r["sku"],
-                    "region": r["region"],
+                    "region": shown_region(r),
                     "cc": r["country"],
                     "gpu": r["gpu_slug"],
                     "gpus": r["gpu_count"],
