@@ -31,7 +31,7 @@ from service.locations import (
     outside_countries,
     pick,
 )
-from service.queries import OfferFilters, list_offers, resolve_compliance
+from service.queries import OfferFilters, list_offers, offers_query, resolve_compliance
 from service.reference import ReferenceError, load_reference, read_reference
 from tests.factories import record
 
@@ -371,3 +371,25 @@ def test_bad_region_rows_are_named(
 ) -> None:
     with pytest.raises(ReferenceError, match=message):
         read_reference(edited(tmp_path, mutate))
+
+
+PLAN = {
+    "sqlite": "EXPLAIN QUERY PLAN ",
+    "postgresql": "EXPLAIN ",
+}
+
+
+def test_the_listing_walks_its_index_and_probes_locations_by_index(catalog: Engine) -> None:
+    """The default listing with a location filter still walks the price index, and the
+    EXISTS for placeless rows probes ix_offer_location_offer_id_country."""
+    dialect = catalog.dialect.name
+    with catalog.connect() as conn:
+        if dialect == "postgresql":  # its tables are nearly empty here: no sequential scans
+            conn.exec_driver_sql("SET enable_seqscan = off")
+        for filters in (OfferFilters(country="FI"), OfferFilters(gdpr="eu_eea")):
+            compliance = resolve_compliance(conn, filters)
+            stmt = offers_query(filters, dialect, compliance=compliance, nulls=False).limit(50)
+            sql = str(stmt.compile(conn, compile_kwargs={"literal_binds": True}))
+            plan = "\n".join(str(r[-1]) for r in conn.exec_driver_sql(PLAN[dialect] + sql))
+            assert "ix_offer_status_gpu_hour" in plan, plan
+            assert "ix_offer_location_offer_id_country" in plan, plan
