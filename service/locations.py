@@ -359,22 +359,23 @@ def _chunks(ids: list[int], size: int = 500) -> Iterable[list[int]]:
         yield ids[start : start + size]
 
 
-_region_of = attrgetter("region")
 _provider_of = attrgetter("provider")
 
 
-def refresh_after_ingest(conn: Connection, source: str, records: Sequence[Any]) -> None:
+def refresh_after_ingest(
+    conn: Connection, source: str, records: Sequence[Any], regions: Collection[str]
+) -> None:
     """An ingest's share: inside its transaction, after its offers are written.
 
     A first-party crawl re-derives its own ``global`` / group offers (nothing at all when it
-    has none: one pass over the records' regions); a peer catalog's crawl re-derives its
-    providers' placeable offers of every source, whose peer basis it may have changed."""
-    regions = set(map(_region_of, records))
+    has none: ``regions``, the records' region codes, collected while they were validated,
+    say so); a peer catalog's crawl re-derives its providers' placeable offers of every
+    source, whose peer basis it may have changed."""
     if ":" in source:
         refresh(conn, set(map(_provider_of, records)))
         return
     groups = select(REGION.c.code).where(REGION.c.members.is_not(None))
-    targets = regions & {GLOBAL_REGION, *conn.execute(groups).scalars()}
+    targets = {GLOBAL_REGION, *conn.execute(groups).scalars()}.intersection(regions)
     if not targets:
         return
     # every placeable record says something: None (no locations) clears a source basis
