@@ -7,6 +7,9 @@ capacity change moves locations only; a reference load re-derives them; bad regi
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import shutil
 from collections.abc import Callable
 from decimal import Decimal
@@ -31,7 +34,13 @@ from service.locations import (
     outside_countries,
     pick,
 )
-from service.queries import OfferFilters, list_offers, offers_query, resolve_compliance
+from service.queries import (
+    ComplianceSets,
+    OfferFilters,
+    list_offers,
+    offers_query,
+    resolve_compliance,
+)
 from service.reference import ReferenceError, load_reference, read_reference
 from tests.factories import record
 
@@ -393,3 +402,32 @@ def test_the_listing_walks_its_index_and_probes_locations_by_index(catalog: Engi
             plan = "\n".join(str(r[-1]) for r in conn.exec_driver_sql(PLAN[dialect] + sql))
             assert "ix_offer_status_gpu_hour" in plan, plan
             assert "ix_offer_location_offer_id_country" in plan, plan
+
+
+@pytest.mark.parametrize("jsonl", [False, True])
+def test_exports_carry_the_locations_on_every_path(catalog: Engine, jsonl: bool) -> None:
+    """CSV / JSON Lines: PostgreSQL's COPY and the Python path write the same bytes, with
+    the matching location's country and the location columns."""
+    from service.api.routes import export
+
+    compliance = ComplianceSets()
+    for filters in (OfferFilters(), OfferFilters(country="US"), OfferFilters(not_country=["CA"])):
+        bodies = [
+            b"".join(export._text(catalog, filters, compliance, None, jsonl, server=server))
+            for server in (True, False)
+        ]
+        assert bodies[0] == bodies[1]
+        text = bodies[0].decode()
+        if jsonl:
+            rows = [json.loads(line) for line in text.splitlines()]
+        else:
+            rows = list(csv.DictReader(io.StringIO(text)))
+        by_sku = {r["sku"]: r for r in rows}
+        h100 = by_sku["H100-SXM"]
+        assert h100["region"] == "global"
+        assert h100["locations"] == "CANADA-1:CA:reference; US-1:US:reference"
+        shown = "US-1" if filters.country or filters.not_country else "CANADA-1"
+        assert (h100["location_region"], h100["country"]) == (shown, shown[:2])
+        if "p5" in by_sku:  # an offer in one region has no locations
+            empty = None if jsonl else ""
+            assert by_sku["p5"]["locations"] == empty and by_sku["p5"]["country"] == "DE"
