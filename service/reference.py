@@ -23,7 +23,7 @@ from pydantic import (
     ValidationError,
     field_validator,
 )
-from sqlalchemy import Connection, Engine, Table, delete, select, update
+from sqlalchemy import Connection, Engine, Table, delete, select, text, update
 from sqlalchemy import insert as sa_insert
 
 from schema.catalog import GpuAlias, GpuModel, Provider, Region
@@ -279,6 +279,7 @@ def load_reference(engine: Engine, directory: Path) -> LoadReport:
     check_gpu_names(gpus, name_index(gpus, aliases))
     report = LoadReport(len(providers), len(regions), len(gpus), len(aliases))
     with writer(engine).begin() as conn:
+        _lock_catalog(conn)
         report.changed["providers"] = _upsert(
             conn,
             PROVIDER,
@@ -325,6 +326,16 @@ def load_reference(engine: Engine, directory: Path) -> LoadReport:
         # a reference change takes effect without a crawl: every provider's locations
         report.changed["offer_locations"] = refresh_locations(conn).written
     return report
+
+
+def _lock_catalog(conn: Connection) -> None:
+    """One catalog writer at a time (PostgreSQL; SQLite's write transaction already is):
+    a load rewrites offers' GPU models and locations, which ingests write too. Taken first,
+    before this transaction locks any row an ingest could wait for."""
+    if conn.dialect.name == "postgresql":
+        from service.ingest import INGEST_LOCK_KEY  # imports this module's neighbours
+
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": INGEST_LOCK_KEY})
 
 
 def _load_compliance(conn: Connection, directory: Path) -> dict[str, int]:
