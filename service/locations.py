@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from operator import attrgetter
 from typing import Any, Literal
 
@@ -69,9 +70,14 @@ class Places:
 
     regions: Mapping[str, Place] = field(default_factory=dict)
 
-    @property
+    @cached_property
     def lists_gpus(self) -> bool:
+        """Whether any region of the provider lists GPU families."""
         return any(p.gpus is not None for p in self.regions.values())
+
+    @cached_property
+    def _rank(self) -> dict[str, int]:
+        return {code: index for index, code in enumerate(self.regions)}
 
     def is_group(self, code: str) -> bool:
         place = self.regions.get(code)
@@ -79,10 +85,8 @@ class Places:
 
     def order(self, code: str) -> tuple[int, str]:
         """Reference order first, then unknown codes by name."""
-        for index, known in enumerate(self.regions):
-            if known == code:
-                return (index, "")
-        return (len(self.regions), code)
+        index = self._rank.get(code)
+        return (index, "") if index is not None else (len(self.regions), code)
 
 
 @dataclass(frozen=True, slots=True)
