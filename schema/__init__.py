@@ -18,7 +18,7 @@ from schema.crawl import (
     UnmappedName,
 )
 from schema.fx import FxRate
-from schema.prices import CatalogVersion, Offer, PriceObservation
+from schema.prices import CatalogVersion, Offer, OfferLocation, PriceObservation
 from schema.records import OfferRecord
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "GpuModel",
     "InstanceType",
     "Offer",
+    "OfferLocation",
     "OfferRecord",
     "PriceObservation",
     "Provider",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Generic, TypeVar
+from typing import Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -14,6 +14,15 @@ T = TypeVar("T")
 class Money(BaseModel):
     amount: Decimal
     currency: str
+
+
+class LocationPublic(BaseModel):
+    region: str = Field(description="a region code of the offer's provider")
+    country: str | None
+    basis: Literal["source", "reference", "peer"] = Field(
+        description="who says the offer can run there: the source itself, reference "
+        "regions, or peer catalogs' regional rows"
+    )
 
 
 class OfferPublic(BaseModel):
@@ -57,6 +66,17 @@ class OfferPublic(BaseModel):
     crawl_run_id: int
     raw_payload_sha256: str | None
     catalog_version: int = Field(description="the version that set the current price")
+    location_region: str | None = Field(
+        default=None,
+        description="for an offer quoted for several places (region 'global' or a group): "
+        "the location matching the location filters, else the first one; `country` is its "
+        "country. Null when the offer has no locations",
+    )
+    locations: list[LocationPublic] = Field(
+        default_factory=list,
+        description="where an offer quoted for several places can run (empty for an offer "
+        "in one region, and where no location is published); see docs/locations.md",
+    )
 
 
 class ObservationPublic(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date
 from decimal import Decimal
 
-from sqlalchemy import UniqueConstraint
+from sqlalchemy import JSON, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from schema.base import metadata  # noqa: F401  (naming convention first)
@@ -34,6 +34,16 @@ class Region(SQLModel, table=True):
     name: str | None = Field(default=None, max_length=200)
     country: str = Field(max_length=2, index=True)
     city: str | None = Field(default=None, max_length=200)
+    gpus: list[str] | None = Field(
+        default=None,
+        sa_type=JSON,
+        description="GPU families known in this region (null: not published)",
+    )
+    members: list[str] | None = Field(
+        default=None,
+        sa_type=JSON,
+        description="a group code (e.g. a price page's 'north-america'): its member region codes",
+    )
     source_url: str | None = Field(default=None, max_length=500)
     checked: date | None = None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from decimal import Decimal
 
-from sqlalchemy import BigInteger, Index, UniqueConstraint, text
+from sqlalchemy import BigInteger, Index, PrimaryKeyConstraint, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 from schema.base import metadata  # noqa: F401
@@ -132,3 +132,24 @@ class PriceObservation(SQLModel, table=True):
     version_to: int | None = None
     crawl_run_id: int = Field(foreign_key="crawl_run.id")
     raw_sha256: str | None = Field(default=None, max_length=64)
+
+
+class OfferLocation(SQLModel, table=True):
+    """Where an offer quoted for several places (region ``global`` or a group code) can be
+    launched: derived state, rewritten by the catalog writer (``service.locations``).
+
+    Not versioned and never a price: a location that comes or goes (e.g. live capacity)
+    changes these rows only, never the offer or its observations."""
+
+    __tablename__ = "offer_location"
+    __table_args__ = (
+        PrimaryKeyConstraint("offer_id", "region"),
+        # the country / gdpr filters: EXISTS (offer_id = ? AND country ...)
+        Index("ix_offer_location_offer_id_country", "offer_id", "country"),
+    )
+
+    offer_id: int = Field(foreign_key="offer.id")
+    region: str = Field(max_length=100, description="a region code of the offer's provider")
+    country: str | None = Field(default=None, max_length=2)
+    basis: str = Field(max_length=16, description="source | reference | peer")
+    position: int = Field(description="0 = first in reference order")

@@ -114,6 +114,12 @@ class OfferRecord(BaseModel):
     bare_metal: bool | None = None
     price_floor: bool = Field(default=False, description="the page says 'from' this price")
     observed_at: datetime | None = None
+    locations: tuple[Text, ...] | None = Field(
+        default=None,
+        max_length=200,
+        description="region codes where the source says this SKU can be launched now (for a "
+        "price quoted once for several regions); never part of the identity or the price",
+    )
 
     @field_validator("provider")
     @classmethod

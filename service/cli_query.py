@@ -346,6 +346,8 @@ OFFER_COLUMNS = [
     "last_changed_at",
     "crawl_run_id",
     "raw_sha256",
+    "location_region",
+    "locations",
 ]
 DIFF_TABLE = (
     "kind",
@@ -371,6 +373,17 @@ SORTS = (
 def _also_from_text(reports: list[dict[str, Any]]) -> str:
     """``skypilot:lambda 2.49, gpuhunt:lambdalabs 2.5`` (USD per GPU-hour) for tables and CSV."""
     return ", ".join(f"{o['source']} {text(o['price_per_gpu_hour_usd'])}".strip() for o in reports)
+
+
+def shown_region(row: dict[str, Any]) -> str:
+    """The region column: the quoted region, and for an offer quoted for several places
+    the location it is shown at (``global → FIN-01``), or that none is published."""
+    region = str(row["region"])
+    if row.get("location_region"):
+        return f"{region} → {row['location_region']}"
+    if region == "global":  # service.locations.GLOBAL_REGION (not imported: CLI start-up)
+        return f"{region} (location not published)"
+    return region
 
 
 def _display_rate(
@@ -444,6 +457,11 @@ def register(app: typer.Typer) -> None:
                     q(r["gpu_hour_usd"] * per_usd) if r["gpu_hour_usd"] is not None else None
                 )
         if fmt is not Format.table:
+            if fmt is Format.csv:
+                from service.locations import locations_text
+
+                for r in rows:
+                    r["locations"] = locations_text(r["locations"])
             emit(rows, fmt, columns)
             return
         display_rows = []
@@ -452,7 +470,7 @@ def register(app: typer.Typer) -> None:
                 "id": r["id"],
                 "provider": r["provider"],
                 "sku": r["sku"],
-                "region": r["region"],
+                "region": shown_region(r),
                 "cc": r["country"],
                 "gpu": r["gpu_label"] or "—",
                 "gpus": r["gpu_count"],
@@ -514,6 +532,7 @@ def register(app: typer.Typer) -> None:
                 "sku": r["sku"],
                 "region": r["region"],
                 "country": r["country"],
+                "location_region": r.get("location_region"),
                 "gpu_slug": r["gpu_slug"],
                 "gpu_name": facts.gpu_names.get(r["gpu_slug"]) if r["gpu_slug"] else None,
                 "gpu_label": facts.gpu_label(r),
@@ -541,7 +560,7 @@ def register(app: typer.Typer) -> None:
                     "offers": r["offer_count"],
                     "cheapest": r["offer_id"],
                     "sku": r["sku"],
-                    "region": r["region"],
+                    "region": shown_region(r),
                     "cc": r["country"],
                     "gpu": r["gpu_label"] or "—",
                     "gpus": r["gpu_count"],

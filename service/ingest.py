@@ -47,6 +47,7 @@ from service.db import writer
 from service.fx import FxTable, Rate, check_against_stored, store_rates
 from service.gcpause import no_gc_pauses
 from service.gpu_catalog import gpu_name_index
+from service.locations import refresh_after_ingest
 from service.refcheck import Load, foreign_keys_checked_per_load
 from service.run_owner import close_dead_runs, this_owner
 from service.units import gpu_hourly, instance_hourly, q
@@ -319,6 +320,8 @@ class _Validated:
     rejections: list[Rejection]
     protected: set[Key]
     """Keys of offers whose record this crawl rejected: they must not be withdrawn."""
+    regions: set[str] = field(default_factory=set)
+    """The records' region codes (whether any offer needs locations, see service.locations)."""
 
 
 def _validate(crawl: CrawlResult) -> _Validated:
@@ -333,6 +336,8 @@ def _validate(crawl: CrawlResult) -> _Validated:
     source = crawl.source
     seen: dict[Key, Decimal] = {}
     join = _join_key
+    regions: set[str] = set()
+    add_region = regions.add
     for position, item in enumerate(crawl.records):
         if type(item) is OfferRecord:
             record = item
@@ -357,6 +362,7 @@ def _validate(crawl: CrawlResult) -> _Validated:
                 )
             )
             continue
+        add_region(fields["region"])
         key = join(
             (
                 fields["provider"],
@@ -382,7 +388,7 @@ def _validate(crawl: CrawlResult) -> _Validated:
     if protected:
         kept = [(r, k) for r, k in zip(records, keys, strict=True) if k not in protected]
         records, keys = [r for r, _ in kept], [k for _, k in kept]
-    return _Validated(records, keys, rejections, protected)
+    return _Validated(records, keys, rejections, protected, regions)
 
 
 def _loose_key(item: Any, source: str) -> Key | None:
@@ -744,10 +750,14 @@ def _apply(
         version = (conn.execute(select(func.max(VERSION.c.id))).scalar() or 0) + 1
         writer_ = _Writer(conn, FxTable.load(conn), run_id, now, version, crawl)
         writer_.write(crawl.source, diff)
+        # before the outbox reads them
+        refresh_after_ingest(conn, crawl.source, records, validated.regions)
         enqueue_for_diff(conn, version, diff, now, writer_.observation_rows)
         result.catalog_version = version
         if diff.new:
             _ensure_instance_types(conn, writer_.first_new_offer)
+    else:  # no price changed; a source's locations (live capacity) may have
+        refresh_after_ingest(conn, crawl.source, records, validated.regions)
     result.added = len(diff.new) + len(diff.reopened)
     result.changed, result.withdrawn = len(diff.changed), len(diff.withdrawn)
     result.updated = len(diff.touched)

@@ -38,6 +38,7 @@ from sqlalchemy import (
     exists,
     false,
     func,
+    literal,
     literal_column,
     or_,
     select,
@@ -45,6 +46,7 @@ from sqlalchemy import (
     type_coerce,
     union,
 )
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import BigInteger, Float, Integer, Numeric, String
 
@@ -52,7 +54,8 @@ from schema.catalog import GpuModel, Provider, Region
 from schema.compliance import Certification, GpuClassification
 from schema.crawl import CrawlRun
 from schema.enums import OfferStatus
-from schema.prices import CatalogVersion, Offer, PriceObservation
+from schema.prices import CatalogVersion, Offer, OfferLocation, PriceObservation
+from service.locations import locations_of, pick
 from service.precedence import (
     FIRST_PARTY_RANK,
     IDENTITY_FIELDS,
@@ -70,6 +73,7 @@ REGION = Region.__table__  # type: ignore[attr-defined]
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]
 CERT = Certification.__table__  # type: ignore[attr-defined]
 CLASSIFICATION = GpuClassification.__table__  # type: ignore[attr-defined]
+LOCATION = OfferLocation.__table__  # type: ignore[attr-defined]
 
 SortKey = Literal["price_per_gpu_hour", "price", "price_per_pflop_hour", "gpu_count", "provider"]
 SORT_KEYS: tuple[str, ...] = (
@@ -361,6 +365,97 @@ def outranked(version: int | None, dialect: str) -> Any:
     return exists().where(*condition)
 
 
+def _located(condition: ColumnElement[bool]) -> ColumnElement[bool]:
+    """One of the offer's locations (``offer_location``) meets ``condition``."""
+    return exists().where(LOCATION.c.offer_id == OFFER.c.id, condition)
+
+
+def in_countries_sql(countries: Sequence[str]) -> ColumnElement[bool]:
+    """The offer is in one of ``countries``: its own country is, or (an offer without one:
+    ``global``) one of its locations' is. The SQL twin of ``service.locations.in_countries``;
+    the EXISTS probes ``ix_offer_location_offer_id_country`` for placeless rows only."""
+    own = OFFER.c.country == countries[0] if len(countries) == 1 else OFFER.c.country.in_(countries)
+    where = (
+        LOCATION.c.country == countries[0]
+        if len(countries) == 1
+        else LOCATION.c.country.in_(countries)
+    )
+    return or_(own, and_(OFFER.c.country.is_(None), _located(where)))
+
+
+def outside_countries_sql(excluded: Sequence[str]) -> ColumnElement[bool]:
+    """``not_country``: the offer can run outside ``excluded`` (an offer whose place is not
+    known at all is kept). The SQL twin of ``service.locations.outside_countries``."""
+    elsewhere = or_(LOCATION.c.country.is_(None), LOCATION.c.country.not_in(excluded))
+    return or_(
+        OFFER.c.country.not_in(excluded),
+        and_(
+            OFFER.c.country.is_(None),
+            or_(~_located(LOCATION.c.offer_id.is_not(None)), _located(elsewhere)),
+        ),
+    )
+
+
+def _location_match(
+    filters: OfferFilters, compliance: ComplianceSets | None
+) -> ColumnElement[bool] | None:
+    """The location filters on one ``offer_location`` row (``service.locations.pick``)."""
+    conditions: list[ColumnElement[bool]] = []
+    if filters.country:
+        conditions.append(LOCATION.c.country == filters.country.upper())
+    if filters.region:
+        conditions.append(LOCATION.c.region == filters.region)
+    if compliance is not None and compliance.gdpr_countries is not None:
+        conditions.append(LOCATION.c.country.in_(sorted(compliance.gdpr_countries)))
+    if filters.not_country:
+        excluded = [c.upper() for c in filters.not_country]
+        conditions.append(or_(LOCATION.c.country.is_(None), LOCATION.c.country.not_in(excluded)))
+    return and_(*conditions) if conditions else None
+
+
+def location_columns(
+    filters: OfferFilters, compliance: ComplianceSets | None, dialect: str
+) -> tuple[Any, Any, Any]:
+    """``country``, ``location_region`` and ``locations`` (text) as SQL, for exports: the
+    same values :func:`place_rows` gives a row. ``locations`` is
+    ``region:country:basis`` per location, in position order, joined by ``"; "``."""
+    match = _location_match(filters, compliance)
+    order = (
+        [LOCATION.c.position] if match is None else [case((match, 0), else_=1), LOCATION.c.position]
+    )
+
+    def first(column: Any) -> Any:
+        return (
+            select(column)
+            .where(LOCATION.c.offer_id == OFFER.c.id)
+            .order_by(*order)
+            .limit(1)
+            .scalar_subquery()
+        )
+
+    item = LOCATION.c.region + ":" + func.coalesce(LOCATION.c.country, "") + ":" + LOCATION.c.basis
+    if dialect == "postgresql":
+        listed = (
+            select(func.string_agg(item, aggregate_order_by(literal("; "), LOCATION.c.position)))
+            .where(LOCATION.c.offer_id == OFFER.c.id)
+            .scalar_subquery()
+        )
+    else:  # SQLite before 3.44 has no ORDER BY inside group_concat: an ordered subquery
+        ordered = (
+            select(item.label("item"))
+            .where(LOCATION.c.offer_id == OFFER.c.id)
+            .order_by(LOCATION.c.position)
+            .correlate(OFFER)
+            .subquery()
+        )
+        listed = select(func.group_concat(ordered.c.item, "; ")).scalar_subquery()
+    return (
+        func.coalesce(OFFER.c.country, first(LOCATION.c.country)).label("country"),
+        first(LOCATION.c.region).label("location_region"),
+        listed.label("locations"),
+    )
+
+
 def apply_filters(
     stmt: Select[Any],
     filters: OfferFilters,
@@ -393,12 +488,14 @@ def apply_filters(
     if providers and on("provider"):
         stmt = stmt.where(OFFER.c.provider.in_(providers))
     if filters.country and on("country"):
-        stmt = stmt.where(OFFER.c.country == filters.country.upper())
+        stmt = stmt.where(in_countries_sql([filters.country.upper()]))
     if filters.not_country and on("not_country"):
         excluded = [c.upper() for c in filters.not_country]
-        stmt = stmt.where(or_(OFFER.c.country.is_(None), OFFER.c.country.not_in(excluded)))
+        stmt = stmt.where(outside_countries_sql(excluded))
     if filters.region and on("region"):
-        stmt = stmt.where(OFFER.c.region == filters.region)
+        stmt = stmt.where(
+            or_(OFFER.c.region == filters.region, _located(LOCATION.c.region == filters.region))
+        )
     if filters.price_kind and on("price_kind"):
         stmt = stmt.where(OFFER.c.price_kind == filters.price_kind)
     if filters.source and on("source"):
@@ -430,7 +527,7 @@ def apply_filters(
     if compliance.cert_providers is not None and on("cert"):
         stmt = stmt.where(OFFER.c.provider.in_(sorted(compliance.cert_providers)))
     if compliance.gdpr_countries is not None and on("gdpr"):
-        stmt = stmt.where(OFFER.c.country.in_(sorted(compliance.gdpr_countries)))
+        stmt = stmt.where(in_countries_sql(sorted(compliance.gdpr_countries)))
     if compliance.licence_gpus is not None and on("export_destination"):
         licence = sorted(compliance.licence_gpus)
         stmt = stmt.where(OFFER.c.gpu_slug.is_not(None), OFFER.c.gpu_slug.not_in(licence))
@@ -575,11 +672,11 @@ def list_offers(
             rows = _dicts(conn.execute(query(nulls=False).limit(limit)))
         if len(rows) < limit:
             rows += _dicts(conn.execute(query(nulls=True).limit(limit - len(rows))))
-        return rows
+        return place_rows(conn, rows, filters, compliance)
     stmt = query().limit(limit)
     if offset:
         stmt = stmt.offset(offset)
-    return _dicts(conn.execute(stmt))
+    return place_rows(conn, _dicts(conn.execute(stmt)), filters, compliance)
 
 
 PAGE_OFFER = OFFER.alias("page_offer")
@@ -651,6 +748,35 @@ def _dicts(result: Any) -> list[dict[str, Any]]:
     return [dict(zip(keys, row, strict=True)) for row in result.all()]
 
 
+def place_rows(
+    conn: Connection,
+    rows: list[dict[str, Any]],
+    filters: OfferFilters | None = None,
+    compliance: ComplianceSets | None = None,
+) -> list[dict[str, Any]]:
+    """Add each row's ``locations`` (where an offer quoted for several places can run, see
+    ``service.locations``) and ``location_region``: the location matching the location
+    filters, else the first one. A row without a country of its own takes that location's
+    country; ``region`` stays as quoted (the offer's identity, e.g. ``global``)."""
+    found = locations_of(conn, [r["id"] for r in rows]) if rows else {}
+    filters = filters or OfferFilters()
+    gdpr = compliance.gdpr_countries if compliance is not None else None
+    for row in rows:
+        locations = found.get(row["id"], [])
+        row["locations"] = locations
+        chosen = pick(
+            [(loc["region"], loc["country"]) for loc in locations],
+            country=filters.country.upper() if filters.country else None,
+            region=filters.region,
+            countries=gdpr,
+            excluded=[c.upper() for c in filters.not_country],
+        )
+        row["location_region"] = chosen[0] if chosen else None
+        if chosen is not None and row.get("country") is None:
+            row["country"] = chosen[1]
+    return rows
+
+
 def live_gpu_slugs(conn: Connection, gpu: str) -> list[str]:
     """The slugs a current ``gpu`` filter (a slug or a family) can match: those with offers.
 
@@ -675,7 +801,7 @@ def stream_offers(
     stmt = stmt.order_by(OFFER.c.id)
     result = conn.execution_options(stream_results=True, yield_per=batch).execute(stmt)
     for part in result.mappings().partitions(batch):
-        yield [dict(r) for r in part]
+        yield place_rows(conn, [dict(r) for r in part], filters, compliance)
 
 
 def stream_raw_offers(
@@ -845,7 +971,7 @@ def get_offer(conn: Connection, offer_id: int) -> dict[str, Any]:
     row = conn.execute(stmt).mappings().first()
     if row is None:
         raise NotFound(f"offer {offer_id} does not exist")
-    return dict(row)
+    return place_rows(conn, [dict(row)])[0]
 
 
 HISTORY_COLUMNS = (
@@ -1163,7 +1289,7 @@ def eligible_providers(
     stmt = select(ranked).where(ranked.c.rank == 1)
     rows = [dict(r) for r in conn.execute(stmt).mappings()]
     rows.sort(key=lambda r: (r["gpu_hour_usd"] is None, r["gpu_hour_usd"] or 0, r["provider"]))
-    return rows
+    return place_rows(conn, rows, filters, compliance)
 
 
 def explain_exclusions(
@@ -1242,7 +1368,7 @@ def cheapest_by_kind(
     )
     best = ranked.where(OBS.c.gpu_hour_usd.is_not(None)).subquery()
     stmt = select(best).where(best.c.rank == 1).order_by(best.c.provider)
-    return [dict(r) for r in conn.execute(stmt).mappings()]
+    return place_rows(conn, [dict(r) for r in conn.execute(stmt).mappings()], filters, compliance)
 
 
 # --- reference listings -----------------------------------------------------------------

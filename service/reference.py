@@ -23,7 +23,7 @@ from pydantic import (
     ValidationError,
     field_validator,
 )
-from sqlalchemy import Connection, Engine, Table, delete, select, update
+from sqlalchemy import Connection, Engine, Table, delete, select, text, update
 from sqlalchemy import insert as sa_insert
 
 from schema.catalog import GpuAlias, GpuModel, Provider, Region
@@ -32,6 +32,7 @@ from schema.gpu_names import GpuFacts, GpuNameIndex, parse_gpu_name
 from schema.names import gpu_alias_key
 from schema.records import SLUG_RE, describe_validation_error
 from service.db import writer
+from service.locations import refresh as refresh_locations
 from service.reresolve import reresolve_offers
 
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available
@@ -87,6 +88,10 @@ class RegionRow(_Row):
     name: str | None = None
     country: Country
     city: str | None = None
+    gpus: list[str] | None = None
+    """GPU families known in the region (``family`` of gpus.yaml); None: not published."""
+    members: list[str] | None = Field(default=None, min_length=1)
+    """A group code (a price page's ``north-america``): the regions it stands for."""
 
     @field_validator("code", mode="before")
     @classmethod
@@ -169,7 +174,36 @@ def read_reference(directory: Path) -> tuple[list[ProviderRow], list[RegionRow],
             raise ReferenceError(
                 f"regions.yaml row {index} ({region.code}): unknown provider {region.provider!r}"
             )
+    _check_region_facts(regions, {g.family for g in gpus})
     return providers, regions, gpus
+
+
+def _check_region_facts(regions: list[RegionRow], families: set[str]) -> None:
+    """``gpus`` name known families; a group's members are plain regions of its provider
+    in the group's country (a group stands for places, it is not one)."""
+    rows = {(r.provider, r.code): r for r in regions}
+    for index, region in enumerate(regions, start=1):
+        where = f"regions.yaml row {index} ({region.provider}/{region.code})"
+        unknown = sorted(set(region.gpus or ()) - families)
+        if unknown:
+            raise ReferenceError(
+                f"{where}: gpus: unknown GPU family {unknown[0]!r} (see gpus.yaml family)"
+            )
+        if region.members is not None and region.gpus is not None:
+            raise ReferenceError(f"{where}: a group lists members, not gpus")
+        for code in region.members or ():
+            member = rows.get((region.provider, code))
+            if member is None:
+                raise ReferenceError(
+                    f"{where}: members: {code!r} is not a region of {region.provider}"
+                )
+            if member.members is not None:
+                raise ReferenceError(f"{where}: members: {code!r} is itself a group")
+            if member.country != region.country:
+                raise ReferenceError(
+                    f"{where}: members: {code!r} is in {member.country}, the group says "
+                    f"{region.country}"
+                )
 
 
 def _check_unique(rows: list[Any], key: Any, file: str, what: str) -> None:
@@ -245,6 +279,7 @@ def load_reference(engine: Engine, directory: Path) -> LoadReport:
     check_gpu_names(gpus, name_index(gpus, aliases))
     report = LoadReport(len(providers), len(regions), len(gpus), len(aliases))
     with writer(engine).begin() as conn:
+        _lock_catalog(conn)
         report.changed["providers"] = _upsert(
             conn,
             PROVIDER,
@@ -277,6 +312,8 @@ def load_reference(engine: Engine, directory: Path) -> LoadReport:
                     "name": r.name,
                     "country": r.country,
                     "city": r.city,
+                    "gpus": r.gpus,
+                    "members": r.members,
                     "source_url": r.source,
                     "checked": r.checked,
                 }
@@ -286,7 +323,19 @@ def load_reference(engine: Engine, directory: Path) -> LoadReport:
         report.changed["aliases"] = _sync_aliases(conn, aliases)
         report.changed.update(reresolve_offers(conn))
         report.changed.update(_load_compliance(conn, directory))
+        # a reference change takes effect without a crawl: every provider's locations
+        report.changed["offer_locations"] = refresh_locations(conn).written
     return report
+
+
+def _lock_catalog(conn: Connection) -> None:
+    """One catalog writer at a time (PostgreSQL; SQLite's write transaction already is):
+    a load rewrites offers' GPU models and locations, which ingests write too. Taken first,
+    before this transaction locks any row an ingest could wait for."""
+    if conn.dialect.name == "postgresql":
+        from service.ingest import INGEST_LOCK_KEY  # imports this module's neighbours
+
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": INGEST_LOCK_KEY})
 
 
 def _load_compliance(conn: Connection, directory: Path) -> dict[str, int]:

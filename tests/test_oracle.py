@@ -183,7 +183,9 @@ def test_a_cut_database_connection_fails_the_crawl_as_unavailable(
     event.listen(engine, "before_cursor_execute", cut_at_first_offer_write)
     server.route(ROUTE, Reply.file(FILE))
     try:
-        with pytest.raises(Exception, match="terminating connection"):
+        # what the client reads depends on when the kill lands: the server's notice, or a
+        # closed socket (e.g. inside an executemany of offer locations)
+        with pytest.raises(Exception, match=r"terminating connection|server closed the connection"):
             crawl_source(engine, _settings(settings, server), "oracle")
         assert cut
         run = CrawlRun.__table__  # type: ignore[attr-defined]

@@ -10,9 +10,12 @@ Region rule: Lambda charges one price per instance type whatever the region, and
 ``regions_with_capacity_available`` is *live capacity*, not a price attribute: it moves
 minute by minute and is empty for sold-out types. Offers keyed on it would be withdrawn
 and re-added as capacity moves, which would be false history. So each instance type is
-one offer in region ``global`` (country unknown: Lambda's regions span several
-countries), listed whether or not it has capacity right now. The capacity list stays in
-the stored raw payload.
+one offer in region ``global`` (Lambda's regions span several countries), listed whether
+or not it has capacity right now. The capacity list is passed on as the record's
+``locations`` (where the type can be launched now): the catalog keeps it as the offer's
+locations (``offer_location``, basis ``source``), which may change every crawl without
+touching the offer or its prices; an empty list says nothing, and the offer is placed
+from reference regions instead (docs/locations.md).
 """
 
 from __future__ import annotations
@@ -56,10 +59,10 @@ class LambdaCloud(ApiSource):
         for entry in payload["data"].values():
             item = entry["instance_type"]
             if item["specs"]["gpus"]:  # CPU-only types are not GPU offers
-                yield self._record(item)
+                yield self._record(item, entry.get("regions_with_capacity_available") or [])
 
     @staticmethod
-    def _record(item: dict[str, Any]) -> RawRecord:
+    def _record(item: dict[str, Any], capacity: list[dict[str, Any]]) -> RawRecord:
         specs = item["specs"]
         gpus = specs["gpus"]
         gpu_name = item["gpu_description"]
@@ -77,4 +80,5 @@ class LambdaCloud(ApiSource):
             "price_per": "instance",
             "amount": plain(Decimal(item["price_cents_per_hour"]) / 100),
             "source_url": PRICING_URL,
+            "locations": [region["name"] for region in capacity if region.get("name")] or None,
         }

@@ -37,7 +37,7 @@ from schema.compliance import Certification
 from schema.enums import OfferStatus
 from schema.prices import CatalogVersion, Offer
 from service.alerts.matching import SUBSCRIPTION, Compiled, OfferChange, load_compiled
-from service.alerts.outbox import offer_changes_select
+from service.alerts.outbox import attach_locations, offer_changes_select
 from service.compliance.versioning import within
 from service.db import writer
 
@@ -269,7 +269,9 @@ def _current_offers(conn: Connection, provider: str) -> list[OfferChange]:
     stmt = offer_changes_select().where(
         OFFER.c.provider == provider, OFFER.c.status == OfferStatus.active.value
     )
-    return [OfferChange.of_row("current", row) for row in conn.execute(stmt)]
+    offers = [OfferChange.of_row("current", row) for row in conn.execute(stmt)]
+    attach_locations(conn, offers)
+    return offers
 
 
 def _write(conn: Connection, found: list[Transition], now: datetime) -> int:

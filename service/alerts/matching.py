@@ -23,6 +23,7 @@ from sqlalchemy import Connection, select
 from schema.alerts import Condition, EventType, Subscription, SubscriptionFilters
 from schema.catalog import GpuModel
 from schema.enums import PriceKind
+from service.locations import at_region, in_countries, outside_countries
 
 SUBSCRIPTION = Subscription.__table__  # type: ignore[attr-defined]
 GPU = GpuModel.__table__  # type: ignore[attr-defined]
@@ -74,6 +75,9 @@ class OfferChange:
     old_amount: Decimal | None = None
     old_currency: str | None = None
     old_gpu_hour_usd: Decimal | None = None
+    locations: tuple[tuple[str, str | None], ...] = ()
+    """(region, country) where an offer quoted for several places can run (see
+    ``service.locations``); empty for an offer in one region"""
 
     @classmethod
     def of_row(cls, kind: str, row: Any) -> OfferChange:
@@ -143,11 +147,14 @@ class Compiled:
         """The filters (gpu, provider and price kind were settled by the index)."""
         if self.source is not None and c.source != self.source:
             return False
-        if self.region is not None and c.region != self.region:
+        # the offer's place: its own region / country, or one of its locations
+        if self.region is not None and not at_region(c.region, c.locations, self.region):
             return False
-        if self.country is not None and c.country != self.country:
+        if self.country is not None and not in_countries(c.country, c.locations, (self.country,)):
             return False
-        if self.not_country is not None and c.country == self.not_country:
+        if self.not_country is not None and not outside_countries(
+            c.country, c.locations, (self.not_country,)
+        ):
             return False
         if self.min_gpus is not None and c.gpu_count < self.min_gpus:
             return False
@@ -500,6 +507,7 @@ def describe(change: OfferChange) -> dict[str, Any]:
             "sku": change.sku,
             "region": change.region,
             "country": change.country,
+            "locations": [{"region": r, "country": c} for r, c in change.locations],
             "gpu": change.gpu_slug,
             "gpu_count": text(change.gpu_count),
             "price_kind": change.price_kind,

@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, Select, select
 
 from schema.alerts import AlertEvent, Channel, EventStatus
+from schema.catalog import Region
 from schema.prices import Offer, PriceObservation
 from service.alerts.matching import Compiled, OfferChange, describe, load_index
 from service.bulk import bulk_insert
+from service.locations import GLOBAL_REGION, locations_of
 
 if TYPE_CHECKING:
     from service.ingest import _Diff
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 EVENT = AlertEvent.__table__  # type: ignore[attr-defined]
 OFFER = Offer.__table__  # type: ignore[attr-defined]
 OBS = PriceObservation.__table__  # type: ignore[attr-defined]
+REGION = Region.__table__  # type: ignore[attr-defined]
 CHUNK = 5000
 EVENT_COLUMNS = (
     "subscription_id",
@@ -64,6 +67,7 @@ def enqueue_for_diff(
     changes = summarize(diff, observations())
     if index.wants_withdrawals and diff.withdrawn:
         changes += _withdrawals(conn, [old.id for old in diff.withdrawn])
+    attach_locations(conn, changes)
     rows = build_rows(index.match(changes), version, now)
     if rows:
         insert_events(conn, rows)
@@ -176,6 +180,20 @@ def summarize(diff: _Diff, observations: list[tuple[Any, ...]]) -> list[OfferCha
                 change.old_gpu_hour_usd = usd * old.amount / record.amount
         changes.append(change)
     return changes
+
+
+def attach_locations(conn: Connection, changes: list[OfferChange]) -> None:
+    """Fill the locations of the changes whose offer is quoted for several places (region
+    ``global`` or a group code), so location filters match them as listings do."""
+    groups = select(REGION.c.code).where(REGION.c.members.is_not(None))
+    placeable = {GLOBAL_REGION, *conn.execute(groups).scalars()}
+    wanted = [c for c in changes if c.region in placeable]
+    if not wanted:
+        return
+    found = locations_of(conn, [c.offer_id for c in wanted])
+    for change in wanted:
+        located = found.get(change.offer_id, ())
+        change.locations = tuple((loc["region"], loc["country"]) for loc in located)
 
 
 def offer_changes_select() -> Select[Any]:

@@ -64,6 +64,11 @@ def _offer_json(row: dict[str, Any], gpu_names: dict[str, str]) -> dict[str, Any
         "crawl_run_id": row["crawl_run_id"],
         "raw_payload_sha256": row["raw_sha256"],
         "catalog_version": row["version_from"],
+        "location_region": row.get("location_region"),
+        "locations": [
+            {"region": loc["region"], "country": loc["country"], "basis": loc["basis"]}
+            for loc in row.get("locations", ())
+        ],
     }
 
 

@@ -59,6 +59,7 @@ from sqlalchemy.types import TypeDecorator
 from schema.types import DecimalType, UTCDateTime, decimal_to_text
 from service.api.deps import ConnDep, cache, get_engine, reject_unknown_params
 from service.api.params import FILTER_PARAMS, ListingDep
+from service.locations import locations_text
 from service.pg_copy import CSV, LINES, compile_copy, copy_out, usable
 from service.queries import (
     OFFER,
@@ -66,6 +67,7 @@ from service.queries import (
     ComplianceSets,
     OfferFilters,
     base_query,
+    location_columns,
     stream_offers,
 )
 from service.queries import stream_raw_offers as stream_raw
@@ -104,6 +106,10 @@ COLUMNS = (
     ("crawl_run_id", "crawl_run_id"),
     ("raw_payload_sha256", "raw_sha256"),
     ("source_url", "source_url"),
+    # where an offer quoted for several places can run (docs/locations.md); ``country`` is
+    # then the matching (or first) location's, as in the listing
+    ("location_region", "location_region"),
+    ("locations", "locations"),
 )
 NAMES = [name for name, _ in COLUMNS]
 MEDIA = {
@@ -130,7 +136,17 @@ PARQUET_SCHEMA = pa.schema(
 CHUNK = 64 * 1024
 """Bytes per streamed chunk (about)."""
 SELECTED = {c.name: c for c in OFFER_COLUMNS}
-EXPORT_COLUMNS = [SELECTED[column] for _, column in COLUMNS]
+EXPORT_COLUMNS = [SELECTED[column] for _, column in COLUMNS if column in SELECTED]
+"""The offer's own columns; :func:`_columns` adds the location ones for a request."""
+
+
+def _columns(filters: OfferFilters, compliance: ComplianceSets, dialect: str) -> list[Any]:
+    """The export's columns for these filters: ``country`` and the two location columns
+    follow the location filters (:func:`service.queries.location_columns`)."""
+    country, location_region, locations = location_columns(filters, compliance, dialect)
+    columns = [country if c.name == "country" else c for c in EXPORT_COLUMNS]
+    return [*columns, location_region, locations]
+
 
 Convert = Callable[[Any], Any]
 
@@ -237,7 +253,8 @@ def _batches(
     jsonl: bool,
 ) -> Iterator[Iterator[list[Any]]]:
     converters = _converters(conn.dialect, jsonl)
-    batches = stream_raw(conn, EXPORT_COLUMNS, filters, version=version, compliance=compliance)
+    columns = _columns(filters, compliance, conn.dialect.name)
+    batches = stream_raw(conn, columns, filters, version=version, compliance=compliance)
     for part in batches:
         yield _convert(part, converters)
 
@@ -291,7 +308,7 @@ def _iso_utc(column: Any) -> Any:
     return func.to_char(utc, whole)
 
 
-def _server_columns(jsonl: bool) -> list[Any]:
+def _server_columns(jsonl: bool, columns: Sequence[Any]) -> list[Any]:
     """The export columns as PostgreSQL expressions whose text is the Python path's text.
 
     Decimals: ``trim_scale`` drops NUMERIC's padding zeros (the canonical text);
@@ -300,7 +317,7 @@ def _server_columns(jsonl: bool) -> list[Any]:
     ``csv.writer`` writes ``""`` (COPY would quote it to tell it from NULL).
     """
     out: list[Any] = []
-    for name, column in zip(NAMES, EXPORT_COLUMNS, strict=True):
+    for name, column in zip(NAMES, columns, strict=True):
         kind = _kind(column)
         value: Any
         if kind == "decimal":
@@ -333,7 +350,8 @@ def _copied(
     is, control characters escaped as orjson escapes them).
     """
     dialect = conn.dialect.name
-    stmt = base_query(_server_columns(jsonl), filters, dialect, version, compliance, scan=True)
+    columns = _server_columns(jsonl, _columns(filters, compliance, dialect))
+    stmt = base_query(columns, filters, dialect, version, compliance, scan=True)
     if jsonl:
         row = stmt.subquery("e")
         line = func.row_to_json(row.table_valued())
@@ -416,6 +434,8 @@ def _parquet(batches: Iterator[list[dict[str, Any]]]) -> Iterator[bytes]:
         columns = {}
         for name, column in COLUMNS:
             values = [r[column] for r in batch]
+            if name == "locations":
+                values = [locations_text(v) for v in values]
             if PARQUET_SCHEMA.field(name).type == pa.string():
                 values = [None if v is None else str(v) for v in values]
             columns[name] = values
