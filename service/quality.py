@@ -21,10 +21,12 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from schema.crawl import UnmappedName
 from schema.enums import OfferStatus
+from schema.prices import OfferLocation
 from service.precedence import source_key
 from service.queries import OFFER, current_version, source_report
 
 UNMAPPED = UnmappedName.__table__  # type: ignore[attr-defined]
+LOCATION = OfferLocation.__table__  # type: ignore[attr-defined]
 
 EXAMPLES = 3
 """Example SKUs per group."""
@@ -37,8 +39,9 @@ def without_gpu() -> ColumnElement[bool]:
 
 def without_country() -> ColumnElement[bool]:
     """An offer that cannot be placed in a country (the one definition: residency filters
-    cannot see it). Today the offer's own ``country``; places from elsewhere extend this."""
-    return OFFER.c.country.is_(None)
+    cannot see it): no country of its own and no location with one (service.locations)."""
+    placed = exists().where(LOCATION.c.offer_id == OFFER.c.id, LOCATION.c.country.is_not(None))
+    return and_(OFFER.c.country.is_(None), ~placed)
 
 
 def _active(source: str | None) -> list[ColumnElement[bool]]:
