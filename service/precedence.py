@@ -11,6 +11,11 @@ names the others (``also_from``). The ranking, one total order on source names:
 3. Peers of a platform not listed there (none today; a guard test checks every registered
    peer source's platform is listed).
 
+An offer quoted for several places (region ``global``) that is **placed** in a region
+(``location_regions``, see ``service.locations``) also reports that region's identity: a
+peer's regional copy of Lambda's ``gpu_8x_h100_sxm5`` in ``europe-central-1`` is the same
+real offer as Lambda's own global one placed there, and is hidden behind it.
+
 Ties inside a tier are broken by the source name (code point order): ``lambda`` before
 ``lambda-web`` (HTML sources are named ``<provider>-web``, so a provider's API wins over its
 pricing page). Every offer of the winning source for an identity is kept (a source may
@@ -74,13 +79,25 @@ def identity(offer: Any) -> Identity:
     return provider, sku, region, price_kind
 
 
+def reported(offer: Any) -> list[Identity]:
+    """The identities an offer reports: its own, and for an offer placed in regions
+    (an optional ``location_regions``), the same offer in each of them."""
+    provider, sku, region, price_kind = identity(offer)
+    places = offer.get("location_regions") if isinstance(offer, Mapping) else None
+    return [
+        (provider, sku, region, price_kind),
+        *((provider, sku, place, price_kind) for place in places or () if place != region),
+    ]
+
+
 def best_sources(offers: Iterable[Any]) -> dict[Identity, str]:
     """Identity -> the most authoritative source reporting it among ``offers``."""
     best: dict[Identity, str] = {}
     for o in offers:
-        key, source = identity(o), str(_field(o, "source"))
-        if key not in best or source_key(source) < source_key(best[key]):
-            best[key] = source
+        source = str(_field(o, "source"))
+        for key in reported(o):
+            if key not in best or source_key(source) < source_key(best[key]):
+                best[key] = source
     return best
 
 

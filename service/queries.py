@@ -320,6 +320,7 @@ def sort_expression(sort: str, dialect: str, version: int | None = None) -> Any:
 
 OTHER = OFFER.alias("other_source")
 OTHER_OBS = OBS.alias("other_source_obs")
+OTHER_LOCATION = LOCATION.alias("other_source_location")
 """Built once: an alias's column collection is costly to set up per statement."""
 
 
@@ -338,14 +339,20 @@ def _code_points(column: Any, dialect: str) -> Any:
 
 
 def outranked(version: int | None, dialect: str) -> Any:
-    """Another source reports the offer's (provider, sku, region, price kind) and ranks
-    before its source (:mod:`service.precedence`): the offer is not shown by default."""
+    """Another source reports the offer's (provider, sku, region, price kind), in that
+    region or placed there (``offer_location``), and ranks before its source
+    (:mod:`service.precedence`): the offer is not shown by default."""
     other = OTHER
     other_rank, own_rank = source_rank_sql(other.c.source), source_rank_sql(OFFER.c.source)
+    placed_there = (
+        exists()
+        .where(OTHER_LOCATION.c.offer_id == other.c.id, OTHER_LOCATION.c.region == OFFER.c.region)
+        .correlate_except(OTHER_LOCATION)
+    )
     condition = [
         other.c.provider == OFFER.c.provider,
         other.c.sku == OFFER.c.sku,
-        other.c.region == OFFER.c.region,
+        or_(other.c.region == OFFER.c.region, placed_there),
         other.c.price_kind == OFFER.c.price_kind,
         or_(
             other_rank < own_rank,

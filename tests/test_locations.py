@@ -431,3 +431,27 @@ def test_exports_carry_the_locations_on_every_path(catalog: Engine, jsonl: bool)
         if "p5" in by_sku:  # an offer in one region has no locations
             empty = None if jsonl else ""
             assert by_sku["p5"]["locations"] == empty and by_sku["p5"]["country"] == "DE"
+
+
+def test_a_global_offer_placed_in_a_region_hides_a_peers_copy_there(
+    catalog: Engine, settings: Settings
+) -> None:
+    """One row per real offer: Verda's own global 8H100, placed at FIN-02, and a peer's
+    regional copy of it there are one offer; a copy in a region it is not placed in stays."""
+    crawl(
+        catalog,
+        settings,
+        "skypilot:verda",
+        [
+            record(5, provider="datacrunch", source="skypilot:verda", sku="8H100", region="FIN-02"),
+            record(6, provider="datacrunch", source="skypilot:verda", sku="8H100", region="FIN-03"),
+        ],
+    )
+    with catalog.connect() as conn:
+        shown = list_offers(conn, OfferFilters(provider=["datacrunch"]), 100)
+        every = list_offers(conn, OfferFilters(provider=["datacrunch"], include_peers=True), 100)
+    assert sorted((r["source"], r["region"]) for r in shown if r["sku"] == "8H100") == [
+        ("datacrunch-web", "global"),
+        ("skypilot:verda", "FIN-03"),
+    ]
+    assert len([r for r in every if r["sku"] == "8H100"]) == 3

@@ -203,3 +203,15 @@ def test_sql_and_python_rankings_agree(engine: Engine, settings: Settings) -> No
                 r for part in stream_offers(conn, OfferFilters(), version=version) for r in part
             ]
             assert _ids(streamed) == _ids(shown)
+
+
+def test_a_placed_global_offer_covers_a_peers_regional_copy() -> None:
+    first = {**offer("lambda", region="global"), "location_regions": ["europe-central-1"]}
+    copy_there = offer("skypilot:lambda", region="europe-central-1")
+    copy_elsewhere = offer("skypilot:lambda", region="us-east-1")
+    kept = one_per_identity([first, copy_there, copy_elsewhere])
+    assert kept == [first, copy_elsewhere]
+    # a placed peer never hides the provider's own regional offer
+    peer = {**offer("skypilot:lambda", region="global"), "location_regions": ["us-east-1"]}
+    own = offer("lambda", region="us-east-1")
+    assert one_per_identity([peer, own]) == [peer, own]
