@@ -404,6 +404,10 @@ def test_a_composite_foreign_key_is_checked_as_one(pg_url: str) -> None:
         engine.dispose()
 
 
+KILLED_APP = "gpuatlas-kill-child"
+"""The application_name of the ingest children that the SIGKILL test kills."""
+
+
 @contextlib.contextmanager
 def checked(conn: Connection, per_load: bool, table: Table, first: int) -> Iterator[None]:
     if per_load:
@@ -414,15 +418,18 @@ def checked(conn: Connection, per_load: bool, table: Table, first: int) -> Itera
 
 
 def wait_quiet(engine: Engine, seconds: float = 60) -> None:
-    """Until no other session of this database is in a transaction: a killed client's
-    backend ends its transaction (rolled back, or committed if its COMMIT had been sent)
-    before it goes away. Idle sessions (other tests' pooled connections) hold nothing."""
+    """Until no session of the killed ingest children (``KILLED_APP``) is left: a killed
+    client's backend ends its transaction (rolled back, or committed if its COMMIT had been
+    sent) before it goes away. Other sessions of this database (other tests' pooled
+    connections, which may sit idle in a transaction) are not the children's and are not
+    waited for."""
     deadline = time.monotonic() + seconds
     with engine.connect() as conn:
         while time.monotonic() < deadline:
             others = conn.exec_driver_sql(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND pid <> pg_backend_pid() AND state IS DISTINCT FROM 'idle'"
+                "AND pid <> pg_backend_pid() AND application_name = %(app)s",
+                {"app": KILLED_APP},
             ).scalar()
             if not others:
                 return
@@ -438,7 +445,10 @@ def test_sigkill_during_a_load_checked_per_load_leaves_none_or_all_of_it(pg_url:
     sessions check row by row as always; then an ingest works."""
     rng = random.Random(20261130)
     engine = make_engine(pg_url, poolclass=NullPool)
-    server = KillServer(pg_url, per_load_checks_min_rows=100)
+    joiner = "&" if "?" in pg_url else "?"
+    server = KillServer(
+        f"{pg_url}{joiner}application_name={KILLED_APP}", per_load_checks_min_rows=100
+    )
     outcomes = {"before": 0, "after": 0}
     try:
         durations = []
