@@ -73,11 +73,13 @@ def map_gpu(
 
 
 def _memory(value: Any) -> Decimal | None:
-    """A record's GPU memory as the parser's hint (None if it is not a number yet)."""
+    """A record's GPU memory as the parser's hint (None unless a finite number: validation
+    rejects the rest with its reason)."""
     try:
-        return None if value is None or isinstance(value, bool) else Decimal(str(value))
+        memory = None if value is None or isinstance(value, bool) else Decimal(str(value))
     except InvalidOperation:
         return None
+    return memory if memory is not None and memory.is_finite() else None
 
 
 def map_region(

@@ -31,7 +31,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from schema.names import gpu_alias_key
 
@@ -355,6 +355,8 @@ class GpuNameIndex:
         name states none (and only if it leaves a candidate)."""
         if raw is None:
             return Resolution(None, reason="no GPU name")
+        if memory_hint is not None and not memory_hint.is_finite():
+            memory_hint = None  # NaN or infinity says nothing (and sNaN cannot be a key)
         key = (raw, memory_hint)
         found = self._cache.get(key)
         if found is None:
@@ -431,10 +433,7 @@ class GpuNameIndex:
 def _by_memory(candidates: list[_Model], memory: Decimal) -> list[_Model]:
     """The candidates whose memory is nearest ``memory`` (within the tolerance); models of
     unknown memory stay only when no model of known memory matches."""
-    try:
-        known = [(abs(m.parsed.memory_gb - memory), m) for m in candidates if m.parsed.memory_gb]
-    except InvalidOperation:
-        return []
+    known = [(abs(m.parsed.memory_gb - memory), m) for m in candidates if m.parsed.memory_gb]
     near = [(d, m) for d, m in known if _near(m.parsed.memory_gb or Decimal(0), memory)]
     if near:
         best = min(d for d, _ in near)

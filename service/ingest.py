@@ -511,7 +511,6 @@ class _Reference:
         )
 
 
-_MISSING: Any = object()
 ATTRIBUTE_SEP = "\x1f"
 ACTIVE, WITHDRAWN = OfferStatus.active.value, OfferStatus.withdrawn.value
 GPU_NAME, REGION_NAME = UnmappedKind.gpu.value, UnmappedKind.region.value

@@ -23,6 +23,7 @@ from service.ingest import CrawlResult, ingest
 from service.precedence import one_per_identity
 from service.reference import load_reference
 from tests.factories import record
+from tests.test_api_query import page_all
 
 OFFER = Offer.__table__  # type: ignore[attr-defined]
 
@@ -76,20 +77,6 @@ def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
     app = create_app(settings.model_copy(update={"scheduler_enabled": False}))
     with TestClient(app) as test_client:
         yield test_client
-
-
-def page_all(client: TestClient, params: dict[str, Any], limit: int) -> list[dict[str, Any]]:
-    seen: list[dict[str, Any]] = []
-    cursor = None
-    while True:
-        query = {**params, "limit": limit, **({"cursor": cursor} if cursor else {})}
-        response = client.get("/v1/offers", params=query)
-        assert response.status_code == 200, response.text
-        body = response.json()
-        seen += body["data"]
-        cursor = body["next_cursor"]
-        if not cursor:
-            return seen
 
 
 def by_sku(offers: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from crawlers.normalize.gpu_form import with_sku_form_factor
 from crawlers.normalize.reference import REFERENCE_DIR, ReferenceIndex, reference_index
+from crawlers.pipeline import Pipeline, Rejected, SourceMeta
 from schema.gpu_names import (
     MAX_NAME,
     GpuFacts,
@@ -294,3 +295,27 @@ def test_form_factor_from_the_instance_type(name: str, sku: str, expected: str) 
 def test_lambda_h100_pcie_through_a_peer_is_the_pcie_part(ref: ReferenceIndex) -> None:
     name = with_sku_form_factor("H100", "gpu_1x_h100_pcie")
     assert ref.resolve_gpu(name, Decimal(80)).slug == "nvidia-h100-pcie-80gb"
+
+
+@pytest.mark.parametrize("memory", ["NaN", "sNaN", "Infinity", "-inf", "lots"])
+def test_a_hostile_memory_figure_is_rejected_by_validation_not_an_exception(memory: str) -> None:
+    pipeline = Pipeline(SourceMeta("acme", "acme"))
+    result = pipeline.process(
+        {
+            "sku": "x",
+            "gpu_name_raw": "A100",
+            "gpu_memory_gb": memory,
+            "gpu_count": "1",
+            "region": "r",
+            "price_kind": "on_demand",
+            "unit": "hour",
+            "amount": "1",
+            "currency": "USD",
+        }
+    )
+    assert isinstance(result, Rejected) and "gpu_memory_gb" in result.reason
+    assert ref_index_never_raises(Decimal(memory) if memory != "lots" else None)
+
+
+def ref_index_never_raises(hint: Decimal | None) -> bool:
+    return reference_index().resolve_gpu("RTX 6000", hint).slug is None
