@@ -10,7 +10,7 @@ from sqlmodel.sql.sqltypes import AutoString
 
 import schema
 from schema.types import DecimalType, UTCDateTime
-from service.db import make_engine
+from service.core.db import make_engine
 
 config = context.config
 target_metadata = schema.metadata

@@ -136,7 +136,7 @@ class PriceObservation(SQLModel, table=True):
 
 class OfferLocation(SQLModel, table=True):
     """Where an offer quoted for several places (region ``global`` or a group code) can be
-    launched: derived state, rewritten by the catalog writer (``service.locations``).
+    launched: derived state, rewritten by the catalog writer (``service.catalog.locations``).
 
     Not versioned and never a price: a location that comes or goes (e.g. live capacity)
     changes these rows only, never the offer or its observations."""

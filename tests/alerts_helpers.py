@@ -9,7 +9,7 @@ from sqlalchemy import Engine, select
 from schema.alerts import AlertEvent, SubscriptionCreate
 from service.alerts.keys import create_api_key
 from service.alerts.store import create_subscription
-from service.config import Settings
+from service.core.config import Settings
 
 EVENT = AlertEvent.__table__  # type: ignore[attr-defined]
 

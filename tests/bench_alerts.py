@@ -35,17 +35,17 @@ from typing import Any
 from sqlalchemy import Engine, func, insert, select, update
 
 import service.alerts.outbox as outbox
-import service.ingest as ingest_module
+import service.catalog.ingest as ingest_module
 from schema.alerts import AlertEvent, Subscription
 from schema.records import OfferRecord
 from schema.types import utcnow
 from service.alerts.dispatch import run_dispatcher_once
 from service.alerts.keys import create_api_key
-from service.config import REFERENCE_DIR, Settings
-from service.db import make_engine, writer
-from service.ingest import CrawlResult, ingest
-from service.migrate import upgrade
-from service.reference import load_reference
+from service.catalog.ingest import CrawlResult, ingest
+from service.catalog.reference import load_reference
+from service.core.config import REFERENCE_DIR, Settings
+from service.core.db import make_engine, writer
+from service.core.migrate import upgrade
 from tests.bench_ingest import synthetic
 from tests.test_alerts_kill import Receiver
 
@@ -322,7 +322,7 @@ def main() -> None:
             run_backend("sqlite", f"sqlite:///{Path(tmp) / 'bench_alerts.db'}")
     pg = os.environ.get("GPUATLAS_TEST_POSTGRES_URL")
     if "postgres" in BACKENDS and pg:
-        from service.db import normalize_url
+        from service.core.db import normalize_url
         from tests.pg import pg_database
 
         with pg_database(normalize_url(pg)) as url:

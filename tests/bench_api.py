@@ -61,13 +61,13 @@ from service.api.deps import ConnDep, cache, reject_unknown_params
 from service.api.main import create_app
 from service.api.params import DisplayCurrency, ListingDep
 from service.api.routes.offers import LISTING_PARAMS, SortParam
-from service.config import REFERENCE_DIR, Settings
-from service.db import make_engine
-from service.fx import Rate, store_rates
-from service.ingest import CrawlResult, ingest
-from service.migrate import upgrade
-from service.queries import OfferFilters, current_version, list_offers
-from service.reference import load_reference
+from service.catalog.fx import Rate, store_rates
+from service.catalog.ingest import CrawlResult, ingest
+from service.catalog.reference import load_reference
+from service.core.config import REFERENCE_DIR, Settings
+from service.core.db import make_engine
+from service.core.migrate import upgrade
+from service.query.queries import OfferFilters, current_version, list_offers
 from tests.bench_ingest import synthetic
 
 N = int(os.environ.get("GPUATLAS_BENCH_API_OFFERS", "200000"))
@@ -603,7 +603,7 @@ def main() -> None:
             run_backend("sqlite", f"sqlite:///{Path(tmp) / 'bench.db'}")
     pg = os.environ.get("GPUATLAS_TEST_POSTGRES_URL")
     if pg and "postgresql" in BACKENDS:
-        from service.db import normalize_url
+        from service.core.db import normalize_url
         from tests.pg import pg_database
 
         with pg_database(normalize_url(pg)) as url:

@@ -32,9 +32,9 @@ from typing import Any
 
 from sqlalchemy import Connection, exists, or_, select, text
 
-from service.db import normalize_url
-from service.ingest import CrawlResult, ingest
-from service.queries import (
+from service.catalog.ingest import CrawlResult, ingest
+from service.core.db import normalize_url
+from service.query.queries import (
     GPU,
     OFFER,
     OFFER_COLUMNS,

@@ -37,13 +37,13 @@ from sqlalchemy import Engine, text
 
 from schema.prices import Offer, PriceObservation
 from schema.records import OfferRecord
-from service.config import FIXTURES_DIR, REFERENCE_DIR, Settings
-from service.crawl import crawl_source
-from service.db import make_engine, normalize_url
-from service.ingest import CrawlResult, ingest
-from service.migrate import upgrade
-from service.refcheck import row_checks_needed
-from service.reference import load_reference
+from service.catalog.ingest import CrawlResult, ingest
+from service.catalog.refcheck import row_checks_needed
+from service.catalog.reference import load_reference
+from service.core.config import FIXTURES_DIR, REFERENCE_DIR, Settings
+from service.core.db import make_engine, normalize_url
+from service.core.migrate import upgrade
+from service.crawl.run import crawl_source
 from tests.pg import pg_database
 
 N = int(os.environ.get("GPUATLAS_BENCH_OFFERS", "200000"))
@@ -297,7 +297,7 @@ def floor(
 
 
 def foreign_key_checks(url: str) -> str:
-    """How this role's large loads check foreign keys (see service/refcheck.py)."""
+    """How this role's large loads check foreign keys (see service/catalog/refcheck.py)."""
     engine = make_engine(url)
     try:
         with engine.connect() as conn:

@@ -16,7 +16,7 @@ from crawlers.base import ApiSource, Context
 from crawlers.http import run_from_files
 from crawlers.pipeline import Pipeline, SourceMeta
 from crawlers.registry import all_sources
-from service.seed import seed_files
+from service.crawl.seed import seed_files
 
 REPEAT_UNDER_SECONDS = 0.5
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, text
 
-from service.config import Settings
-from service.db import make_engine, normalize_url
-from service.migrate import upgrade
+from service.core.config import Settings
+from service.core.db import make_engine, normalize_url
+from service.core.migrate import upgrade
 from tests.pg import pg_database
 from tests.replay import ReplayServer
 

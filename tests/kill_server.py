@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from service.bulk import REBUILD_MIN_ROWS
+from service.catalog.bulk import REBUILD_MIN_ROWS
 from tests.conftest import ROOT
 
 

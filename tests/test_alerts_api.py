@@ -11,9 +11,9 @@ from sqlalchemy import Engine
 
 from service.alerts.keys import create_api_key
 from service.api.main import create_app
-from service.config import REFERENCE_DIR, Settings
-from service.ingest import CrawlResult, ingest
-from service.reference import load_reference
+from service.catalog.ingest import CrawlResult, ingest
+from service.catalog.reference import load_reference
+from service.core.config import REFERENCE_DIR, Settings
 from tests.factories import records
 
 A = "{http://www.w3.org/2005/Atom}"

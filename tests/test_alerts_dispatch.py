@@ -12,8 +12,8 @@ from sqlalchemy import Engine
 from schema.types import utcnow
 from service.alerts.dispatch import run_dispatcher_once, verify_signature
 from service.alerts.ssrf import UnsafeUrl, check_url
-from service.config import Settings
-from service.ingest import CrawlResult, ingest
+from service.catalog.ingest import CrawlResult, ingest
+from service.core.config import Settings
 from tests.alerts_helpers import events, subscribe
 from tests.factories import records
 from tests.replay import ReplayServer, Reply
@@ -190,8 +190,8 @@ def test_a_hanging_receiver_holds_only_its_own_events(
 CLAIM_AND_DIE = """
 import os, signal, sys
 from service.alerts.dispatch import _claim
-from service.config import Settings
-from service.db import make_engine
+from service.core.config import Settings
+from service.core.db import make_engine
 from schema.types import utcnow
 settings = Settings.model_validate_json(sys.stdin.read())
 claimed = _claim(make_engine(settings.database_url), settings, utcnow(), 100)
@@ -211,8 +211,8 @@ def test_events_claimed_by_a_killed_dispatcher_are_taken_back_at_once(
     import subprocess
     import sys
 
-    from service.config import PROJECT_ROOT
-    from service.run_owner import this_owner
+    from service.catalog.run_owner import this_owner
+    from service.core.config import PROJECT_ROOT
 
     server.route("/hook", Reply(b"ok"))
     subscribe(engine, local, url=f"{server.url}/hook", condition={"new_offer": True})

@@ -30,8 +30,8 @@ from sqlalchemy import Engine
 
 from schema.types import utcnow
 from service.alerts.dispatch import run_dispatcher_once, verify_signature
-from service.config import Settings
-from service.ingest import CrawlResult, ingest
+from service.catalog.ingest import CrawlResult, ingest
+from service.core.config import Settings
 from tests.alerts_helpers import events, subscribe
 from tests.conftest import ROOT
 from tests.factories import records
@@ -255,7 +255,7 @@ def test_sigkill_during_dispatch_redelivers_at_once(engine: Engine, settings: Se
 
 
 def _child(mode: str, url: str) -> None:
-    from service.db import make_engine
+    from service.core.db import make_engine
 
     engine = make_engine(url)
     settings = local_settings(url, webhook_timeout_seconds=CHILD_TIMEOUT)

@@ -14,9 +14,9 @@ from sqlalchemy import Engine, text
 
 from service.api.conditional import content_etag, matches
 from service.api.main import create_app
-from service.config import REFERENCE_DIR, Settings
-from service.ingest import CrawlResult, ingest
-from service.queries import current_version
+from service.catalog.ingest import CrawlResult, ingest
+from service.core.config import REFERENCE_DIR, Settings
+from service.query.queries import current_version
 from tests.factories import records
 
 LISTING = "/v1/offers?limit=5"
@@ -24,7 +24,7 @@ LISTING = "/v1/offers?limit=5"
 
 @pytest.fixture
 def seeded(engine: Engine, settings: Settings) -> Engine:
-    from service.reference import load_reference
+    from service.catalog.reference import load_reference
 
     load_reference(engine, REFERENCE_DIR)
     ingest(engine, settings, CrawlResult(source="acme", records=records(12, provider="lambda")))

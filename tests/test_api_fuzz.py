@@ -18,7 +18,7 @@ from schemathesis.specs.openapi.checks import (
 from sqlalchemy import Engine
 
 from service.api.main import create_app
-from service.config import Settings
+from service.core.config import Settings
 from tests.test_api_query import seed
 
 EXAMPLES = 20

@@ -21,11 +21,11 @@ from sqlalchemy import Engine, select
 
 from schema.prices import Offer, PriceObservation, sort_key_e10
 from service.api.main import create_app
-from service.config import REFERENCE_DIR, Settings
-from service.fx import Rate, store_rates
-from service.ingest import CrawlResult, ingest
-from service.migrate import downgrade, upgrade
-from service.reference import load_reference
+from service.catalog.fx import Rate, store_rates
+from service.catalog.ingest import CrawlResult, ingest
+from service.catalog.reference import load_reference
+from service.core.config import REFERENCE_DIR, Settings
+from service.core.migrate import downgrade, upgrade
 from tests.factories import record
 
 GPUS = ["H100 SXM", "A100 80GB", "H200 SXM", "L4"]
@@ -390,7 +390,7 @@ def test_reference_endpoints(client: TestClient) -> None:
     assert client.get("/v1/providers/ovhcloud").json()["hq_country"] == "FR"
     assert client.get("/v1/providers/nope").status_code == 404
     assert client.get("/v1/regions", params={"country": "fr"}).status_code == 200
-    from service.sources import sync_sources
+    from service.crawl.sources import sync_sources
 
     assert client.get("/v1/sources").json() == []  # nothing synced yet: the API only reads
     sync_sources(client.engine)  # type: ignore[attr-defined]

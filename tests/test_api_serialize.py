@@ -14,8 +14,8 @@ from sqlalchemy import Engine, update
 from schema.api import OfferDetail, Page
 from schema.compliance import Certification
 from service.api.main import create_app
-from service.config import Settings
-from service.queries import snapshot_token
+from service.core.config import Settings
+from service.query.queries import snapshot_token
 from tests.test_api_query import seed
 
 CERT = Certification.__table__  # type: ignore[attr-defined]

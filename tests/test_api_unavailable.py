@@ -9,10 +9,10 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from service.api.main import create_app
-from service.config import REFERENCE_DIR, Settings
-from service.db import make_engine
-from service.migrate import upgrade
-from service.reference import load_reference
+from service.catalog.reference import load_reference
+from service.core.config import REFERENCE_DIR, Settings
+from service.core.db import make_engine
+from service.core.migrate import upgrade
 from tests.test_api import assert_problem
 
 

@@ -32,15 +32,15 @@ from sqlalchemy import Connection, Engine, Table, event, text
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.pool import NullPool
 
-import service.bulk
-import service.ingest
+import service.catalog.bulk
+import service.catalog.ingest
 from schema.records import OfferRecord
 from service.alerts.outbox import enqueue_for_diff
-from service.bulk import indexes_deferred, indexes_worth_rebuilding
-from service.config import Settings
-from service.db import make_engine, writer
-from service.fx import Rate, store_rates
-from service.ingest import CrawlResult, Payload, ingest
+from service.catalog.bulk import indexes_deferred, indexes_worth_rebuilding
+from service.catalog.fx import Rate, store_rates
+from service.catalog.ingest import CrawlResult, Payload, ingest
+from service.core.config import Settings
+from service.core.db import make_engine, writer
 from tests.conftest import truncate_all
 from tests.factories import check_invariants, offer_count, records
 from tests.kill_server import KillServer
@@ -66,7 +66,7 @@ def db_path(url: str) -> Path:
 @pytest.fixture
 def low_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
     """Let a test-sized ingest take the bulk path (the real threshold is 20,000 rows)."""
-    monkeypatch.setattr(service.bulk, "REBUILD_MIN_ROWS", 100)
+    monkeypatch.setattr(service.catalog.bulk, "REBUILD_MIN_ROWS", 100)
 
 
 @pytest.fixture
@@ -78,7 +78,7 @@ def sqlite_settings(sqlite_url: str) -> Settings:
 def spy_drops(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """The tables each ingest deferred the indexes of."""
     calls: list[list[str]] = []
-    real = service.ingest.indexes_deferred
+    real = service.catalog.ingest.indexes_deferred
 
     @contextlib.contextmanager
     def spy(conn: Connection, tables: list[str]) -> Iterator[None]:
@@ -86,12 +86,12 @@ def spy_drops(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
         with real(conn, tables):
             yield
 
-    monkeypatch.setattr(service.ingest, "indexes_deferred", spy)
+    monkeypatch.setattr(service.catalog.ingest, "indexes_deferred", spy)
     return calls
 
 
 def test_when_a_rebuild_pays() -> None:
-    threshold = service.bulk.REBUILD_MIN_ROWS
+    threshold = service.catalog.bulk.REBUILD_MIN_ROWS
     assert indexes_worth_rebuilding(threshold, 0)
     assert not indexes_worth_rebuilding(threshold - 1, 0)  # too small to matter
     assert indexes_worth_rebuilding(300_000, 300_000)  # doubles the table
@@ -174,7 +174,7 @@ def test_every_bulk_path_stores_the_same_rows(
     joined; on SQLite, indexes kept or rebuilt) leave identical tables, and the outbox
     gets the same observation rows."""
     dumps = []
-    now = service.ingest.utcnow()
+    now = service.catalog.ingest.utcnow()
     if backend == "sqlite":
         template: Path = request.getfixturevalue("sqlite_template")
         paths = [(10**9, 10**9), (100, 10**9), (10**9, 100), (100, 100)]
@@ -182,15 +182,15 @@ def test_every_bulk_path_stores_the_same_rows(
         pg: str = request.getfixturevalue("pg_session_url")
         paths = [(10**9, 10**9)]  # PostgreSQL neither rebuilds indexes nor stages
     for rebuild, stage in paths:
-        monkeypatch.setattr(service.bulk, "REBUILD_MIN_ROWS", rebuild)
-        monkeypatch.setattr(service.ingest, "STAGED_MIN_ROWS", stage)
+        monkeypatch.setattr(service.catalog.bulk, "REBUILD_MIN_ROWS", rebuild)
+        monkeypatch.setattr(service.catalog.ingest, "STAGED_MIN_ROWS", stage)
         seen: list[list[tuple[Any, ...]]] = []
 
         def enqueue(conn: Connection, version: int, diff: Any, when: Any, rows: Any) -> int:
             seen.append(rows())  # noqa: B023 (called before the loop moves on)
             return enqueue_for_diff(conn, version, diff, when, rows)
 
-        monkeypatch.setattr(service.ingest, "enqueue_for_diff", enqueue)
+        monkeypatch.setattr(service.catalog.ingest, "enqueue_for_diff", enqueue)
         if backend == "sqlite":
             path = tmp_path / f"r{rebuild}-s{stage}.db"
             shutil.copy(template, path)
@@ -263,25 +263,25 @@ def test_a_failure_mid_load_keeps_indexes_and_catalog(
     """The offers are in, the observations fail: nothing stays, the indexes are back."""
     before = schema_indexes(db_path(sqlite_url))
     if path == "rows":
-        real = service.ingest.bulk_insert
+        real = service.catalog.ingest.bulk_insert
 
         def failing(conn: Connection, table: Table, *args: Any, **kwargs: Any) -> None:
             if table.name == "price_observation":
                 raise sqlite3.OperationalError("disk I/O error (injected)")
             real(conn, table, *args, **kwargs)
 
-        monkeypatch.setattr(service.ingest, "bulk_insert", failing)
+        monkeypatch.setattr(service.catalog.ingest, "bulk_insert", failing)
     else:
-        monkeypatch.setattr(service.ingest, "STAGED_MIN_ROWS", 100)
+        monkeypatch.setattr(service.catalog.ingest, "STAGED_MIN_ROWS", 100)
 
         @contextlib.contextmanager
         def failing_stage(conn: Connection, name: str, *args: Any, **kw: Any) -> Iterator[str]:
-            with service.bulk.staged(conn, name, *args, **kw) as table:
+            with service.catalog.bulk.staged(conn, name, *args, **kw) as table:
                 yield table
             if name == "stage_attributes":  # left last: after both joins have written
                 raise sqlite3.OperationalError("disk I/O error (injected)")
 
-        monkeypatch.setattr(service.ingest, "staged", failing_stage)
+        monkeypatch.setattr(service.catalog.ingest, "staged", failing_stage)
     with pytest.raises(sqlite3.OperationalError, match="injected"):
         ingest(sqlite_engine, sqlite_settings, CrawlResult("acme", records(SIZE)))
     assert schema_indexes(db_path(sqlite_url)) == before
@@ -308,7 +308,7 @@ def test_postgres_streams_new_offers_and_a_failure_mid_copy_leaves_nothing(
     for i, item in enumerate(batch):  # every price its own, so each row computes one
         item["amount"] = str(Decimal(100 + i) / 100)
     calls, progress = [0], []
-    real_price = service.ingest._Writer._price
+    real_price = service.catalog.ingest._Writer._price
 
     def failing_price(self: Any, fields: Any) -> Any:
         calls[0] += 1
@@ -326,7 +326,7 @@ def test_postgres_streams_new_offers_and_a_failure_mid_copy_leaves_nothing(
             raise RuntimeError("injected")
         return real_price(self, fields)
 
-    monkeypatch.setattr(service.ingest._Writer, "_price", failing_price)
+    monkeypatch.setattr(service.catalog.ingest._Writer, "_price", failing_price)
     try:
         with pytest.raises(RuntimeError, match="injected"):
             ingest(engine, settings, CrawlResult("acme", batch))
@@ -357,7 +357,7 @@ def test_a_full_disk_mid_load_says_so_and_leaves_everything_as_it_was(
     """SQLite's own failure (the database may not grow: ``SQLITE_FULL``) in the middle of a
     bulk load: the error says what happened (nothing hides it), and the catalog and its
     indexes are as before; once there is room the same ingest works."""
-    monkeypatch.setattr(service.ingest, "STAGED_MIN_ROWS", stage)
+    monkeypatch.setattr(service.catalog.ingest, "STAGED_MIN_ROWS", stage)
     path = db_path(sqlite_url)
     before = schema_indexes(path)
     with contextlib.closing(sqlite3.connect(path)) as conn:
@@ -398,7 +398,7 @@ def test_readers_keep_the_indexes_while_they_are_rebuilt(
     ingest(sqlite_engine, sqlite_settings, CrawlResult("first", records(150, source="first")))
     before = schema_indexes(path)
     seen: list[tuple[list[tuple[str, str, str]], int, str]] = []
-    real = service.ingest.bulk_insert
+    real = service.catalog.ingest.bulk_insert
 
     def reading(conn: Connection, table: Table, *args: Any, **kwargs: Any) -> None:
         real(conn, table, *args, **kwargs)
@@ -420,7 +420,7 @@ def test_readers_keep_the_indexes_while_they_are_rebuilt(
                 ).fetchall()
                 seen.append((schema_indexes(path), count, str(plan)))
 
-    monkeypatch.setattr(service.ingest, "bulk_insert", reading)
+    monkeypatch.setattr(service.catalog.ingest, "bulk_insert", reading)
     result = ingest(sqlite_engine, sqlite_settings, CrawlResult("acme", records(SIZE)))
     assert result.status.value == "ok"
     assert len(seen) == 1

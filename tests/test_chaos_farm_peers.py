@@ -19,8 +19,8 @@ from sqlalchemy import Engine, text
 
 from crawlers.base import Context, Request, Response, SourceError
 from crawlers.registry import get_source
-from service.config import Settings
-from service.crawl import crawl_source
+from service.core.config import Settings
+from service.crawl.run import crawl_source
 from tests.chaos.adapters import ADAPTERS as ALL
 from tests.chaos.farm import Armed, Farm, SkyPilotCsv
 from tests.chaos.farm_peers import ADAPTERS, Gpuhunt

@@ -112,7 +112,7 @@ def test_farm_page_crawl_moves_a_price_withdraws_a_product_and_refuses_a_redesig
     sku's price in every region, every other offer stays."""
     from sqlalchemy import text
 
-    from service.crawl import crawl_source
+    from service.crawl.run import crawl_source
     from tests.chaos.farm import Armed
 
     with farm_catalog([name], tmp_path, seed=5, timeout=5.0) as (farm, engine, settings):

@@ -131,10 +131,10 @@ def test_farm_pages_a_crawl_and_a_page_fault_fails_it_whole(tmp_path: Path) -> N
     was served are not counted as served; the next crawl is whole again."""
     from sqlalchemy import text
 
-    from service.config import Settings
-    from service.crawl import crawl_source
-    from service.db import make_engine
-    from service.migrate import upgrade
+    from service.core.config import Settings
+    from service.core.db import make_engine
+    from service.core.migrate import upgrade
+    from service.crawl.run import crawl_source
     from tests.chaos.farm import Armed, Farm
 
     url = f"sqlite:///{tmp_path / 'farm.db'}"
@@ -207,7 +207,7 @@ def test_farm_serves_new_sources_and_a_moved_price_reaches_every_region(
     fails the crawl as ``layout changed``; ``hostile`` and ``duplicates`` end ``ok``."""
     from sqlalchemy import text
 
-    from service.crawl import crawl_source
+    from service.crawl.run import crawl_source
     from tests.chaos.farm import Armed
 
     with farm_catalog([name], tmp_path) as (farm, engine, settings):

@@ -12,12 +12,12 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from service.cli import app
-from service.config import get_settings
+from service.cli.app import app
+from service.core.config import get_settings
 from tests.conftest import ROOT
 from tests.factories import record, records
 
-GPUATLAS = [sys.executable, "-m", "service.cli"]
+GPUATLAS = [sys.executable, "-m", "service.cli.app"]
 
 
 @pytest.fixture

@@ -17,9 +17,9 @@ import pytest
 from sqlalchemy import Engine, update
 from typer.testing import CliRunner
 
-from service.cli import app
-from service.cli_query import BLOCKS, CHART_MAX_POINTS, chart, render_chart
-from service.config import get_settings
+from service.cli.app import app
+from service.cli.query import BLOCKS, CHART_MAX_POINTS, chart, render_chart
+from service.core.config import get_settings
 from tests.factories import OBS, record
 
 H100 = "nvidia-h100-sxm-80gb"

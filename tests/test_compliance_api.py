@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 from schema.catalog import Provider
 from service.api import problems
 from service.api.routes import compliance
-from service.cli import app as cli_app
-from service.config import REFERENCE_DIR, Settings, get_settings
-from service.reference import load_reference
+from service.catalog.reference import load_reference
+from service.cli.app import app as cli_app
+from service.core.config import REFERENCE_DIR, Settings, get_settings
 
 
 def assert_problem(response, status: int, name: str | None = None) -> dict:  # type: ignore[no-untyped-def,type-arg]

@@ -14,6 +14,7 @@ from sqlalchemy import Engine, func, select
 
 from schema.catalog import Provider, Region
 from schema.compliance import Certification, ExportRuleSet
+from service.catalog.reference import ReferenceError, load_reference
 from service.compliance import filters
 from service.compliance.certifications import valid_certifications
 from service.compliance.countries import country_lists
@@ -28,8 +29,7 @@ from service.compliance.queries import (
     rule_set_in_force,
 )
 from service.compliance.residency import GDPR_ZONES, gdpr_zone
-from service.config import REFERENCE_DIR
-from service.reference import ReferenceError, load_reference
+from service.core.config import REFERENCE_DIR
 
 TODAY = date(2026, 11, 29)
 T1 = datetime(2026, 1, 10, 12, tzinfo=UTC)

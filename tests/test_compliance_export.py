@@ -30,7 +30,7 @@ from service.compliance.export_control import (
     rule_set_on,
     tpp,
 )
-from service.config import REFERENCE_DIR
+from service.core.config import REFERENCE_DIR
 
 RULES = yaml.safe_load((REFERENCE_DIR / "export_rules.yaml").read_text())["rule_sets"]
 T: Thresholds = Rules.model_validate(RULES[0]["rules"]).thresholds

@@ -19,12 +19,12 @@ import yaml
 from sqlalchemy import Engine, func, select
 
 from schema.crawl import UnmappedName
-from service.config import REFERENCE_DIR, Settings
-from service.crawl import crawl_source
-from service.db import make_engine
-from service.ingest import CrawlResult, ingest
-from service.reference import load_reference
-from service.seed import seed_catalog
+from service.catalog.ingest import CrawlResult, ingest
+from service.catalog.reference import load_reference
+from service.core.config import REFERENCE_DIR, Settings
+from service.core.db import make_engine
+from service.crawl.run import crawl_source
+from service.crawl.seed import seed_catalog
 from tests.factories import OFFER, record
 
 UNMAPPED = UnmappedName.__table__  # type: ignore[attr-defined]

@@ -17,11 +17,11 @@ from typer.testing import CliRunner
 
 from schema.prices import Offer
 from service.api.main import create_app
-from service.cli import app as cli_app
-from service.config import REFERENCE_DIR, Settings, get_settings
-from service.ingest import CrawlResult, ingest
-from service.precedence import one_per_identity
-from service.reference import load_reference
+from service.catalog.ingest import CrawlResult, ingest
+from service.catalog.reference import load_reference
+from service.cli.app import app as cli_app
+from service.core.config import REFERENCE_DIR, Settings, get_settings
+from service.query.precedence import one_per_identity
 from tests.factories import record
 from tests.test_api_query import page_all
 

@@ -17,13 +17,13 @@ from schema.enums import PriceKind
 from service.api.main import create_app
 from service.api.params import Listing, listing
 from service.api.routes import export
-from service.config import REFERENCE_DIR, Settings
-from service.db import make_engine
-from service.fx import Rate, store_rates
-from service.ingest import CrawlResult, ingest
-from service.migrate import upgrade
-from service.pg_copy import usable
-from service.reference import load_reference
+from service.catalog.fx import Rate, store_rates
+from service.catalog.ingest import CrawlResult, ingest
+from service.catalog.reference import load_reference
+from service.core.config import REFERENCE_DIR, Settings
+from service.core.db import make_engine
+from service.core.migrate import upgrade
+from service.query.pg_copy import usable
 from tests.conftest import scratch_pg_database
 from tests.factories import OBS, OFFER, record
 

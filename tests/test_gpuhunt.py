@@ -23,8 +23,8 @@ from crawlers.platforms.gpuhunt import (
 from crawlers.registry import all_sources
 from schema.crawl import CrawlRun, CrawlRunPayload, RejectedRecord
 from schema.prices import Offer
-from service.config import Settings
-from service.crawl import CrawlReport, crawl_source
+from service.core.config import Settings
+from service.crawl.run import CrawlReport, crawl_source
 from tests.conftest import FIXTURES
 from tests.replay import ReplayServer, Reply
 

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, select
 
-import service.ingest
+import service.catalog.ingest
 from schema.crawl import CrawlRun, CrawlRunPayload, RawPayload, RejectedRecord, UnmappedName
-from service.config import Settings
-from service.db import writer
-from service.fx import Rate, store_rates
-from service.ingest import CrawlResult, Payload, Rejection, ingest
-from service.queries import get_offer, offer_history
+from service.catalog.fx import Rate, store_rates
+from service.catalog.ingest import CrawlResult, Payload, Rejection, ingest
+from service.core.config import Settings
+from service.core.db import writer
+from service.query.queries import get_offer, offer_history
 from tests.factories import OBS, OFFER, VERSION, catalog_state, check_invariants, record, records
 
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]
@@ -247,7 +247,7 @@ def test_a_quarantined_crawl_keeps_its_raw_payload_and_a_failed_ingest_keeps_non
     def broken(crawl: CrawlResult) -> Any:
         raise RuntimeError("validator bug")
 
-    monkeypatch.setattr(service.ingest, "_validate", broken)
+    monkeypatch.setattr(service.catalog.ingest, "_validate", broken)
     second = Payload("https://example.test/b", b"page two" * 500, datetime.now(UTC))
     with pytest.raises(RuntimeError, match="validator bug"):
         ingest(engine, settings, crawl(records(20), payloads=[second]))
@@ -396,8 +396,8 @@ def test_concurrent_ingests_of_one_source_are_serialized(
 def test_a_run_left_running_by_a_dead_process_is_closed_as_interrupted(
     engine: Engine, settings: Settings
 ) -> None:
-    from service.ingest import start_crawl_run
-    from service.run_owner import STALE_AFTER as STALE_RUN  # its owner (us) lives: only age
+    from service.catalog.ingest import start_crawl_run
+    from service.catalog.run_owner import STALE_AFTER as STALE_RUN  # its owner (us) lives: only age
 
     old = start_crawl_run(engine, "acme")
     with writer(engine).begin() as conn:

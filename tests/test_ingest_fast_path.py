@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, select
 
-import service.ingest
-from service.config import Settings
-from service.db import writer
-from service.ingest import (
+import service.catalog.ingest
+from service.catalog.ingest import (
     CrawlResult,
     _Current,
     _load_current,
     fingerprint,
     ingest,
 )
+from service.core.config import Settings
+from service.core.db import writer
 from tests.factories import OBS, OFFER, VERSION, catalog_state, check_invariants, record, records
 
 
@@ -193,7 +193,7 @@ def test_the_state_read_in_windows_equals_the_whole_read(
         ingest(engine, settings, CrawlResult("peer", records(n, source="peer")))
     with engine.connect() as conn:
         whole = _load_current(conn, "acme"), _load_current(conn, "peer")
-        monkeypatch.setattr(service.ingest, "STATE_WINDOW", 7)
+        monkeypatch.setattr(service.catalog.ingest, "STATE_WINDOW", 7)
         windowed = _load_current(conn, "acme"), _load_current(conn, "peer")
         assert _load_current(conn, "nobody") == {}
     assert windowed == whole
@@ -212,7 +212,7 @@ def test_a_failure_while_validating_on_its_thread_leaves_the_catalog_as_it_was(
     def broken(crawl: CrawlResult) -> Any:
         raise RuntimeError("validator bug")
 
-    monkeypatch.setattr(service.ingest, "_validate", broken)
+    monkeypatch.setattr(service.catalog.ingest, "_validate", broken)
     with pytest.raises(RuntimeError, match="validator bug"):
         ingest(engine, settings, crawl(records(5, bump_every=1)))
     monkeypatch.undo()
@@ -320,7 +320,7 @@ def test_new_offer_rows_hold_the_ingests_shared_values(engine: Engine, settings:
 def test_sqlite_literals_store_what_binding_stores(value: Any) -> None:
     import sqlite3
 
-    from service.bulk import sqlite_literal
+    from service.catalog.bulk import sqlite_literal
 
     conn = sqlite3.connect(":memory:")
     literal = conn.execute(f"SELECT {sqlite_literal(value)}").fetchone()[0]
@@ -335,7 +335,9 @@ def test_new_offers_are_numbered_in_identity_order_whatever_the_crawl_order(
     """Offer ids follow the identity key (provider, SKU, region, price kind, unit), not
     the order the crawl listed the offers in, on both write paths; every offer gets its
     own record's price."""
-    monkeypatch.setattr(service.ingest, "STAGED_MIN_ROWS", 10 if path == "staged" else 10**9)
+    monkeypatch.setattr(
+        service.catalog.ingest, "STAGED_MIN_ROWS", 10 if path == "staged" else 10**9
+    )
     listed = records(60)
     listed = listed[1::2][::-1] + listed[0::2]  # far from key order
     result = ingest(engine, settings, crawl(listed))
@@ -378,7 +380,7 @@ def test_a_crawls_records_are_validated_with_the_collector_paused(
     afterwards, also when validation fails."""
     from crawlers.http import CrawlOutput
     from crawlers.pipeline import Pipeline
-    from service.crawl import parse_records
+    from service.crawl.run import parse_records
 
     class Acme:
         name, provider = "acme", "acme"

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, select
 
-from service.config import Settings
-from service.ingest import CrawlResult, ingest
+from service.catalog.ingest import CrawlResult, ingest
+from service.core.config import Settings
 from tests.factories import OFFER, check_invariants, records
 from tests.kill_server import KillServer
 

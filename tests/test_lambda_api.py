@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import Engine, select
 
 from schema.prices import Offer
-from service.config import Settings
-from service.crawl import crawl_source
+from service.core.config import Settings
+from service.crawl.run import crawl_source
 from tests.conftest import FIXTURES
 from tests.replay import ReplayServer, Reply
 

@@ -23,9 +23,8 @@ from sqlalchemy import Engine, func, select
 from schema.alerts import Condition, SubscriptionFilters
 from schema.prices import CatalogVersion, Offer, OfferLocation, PriceObservation
 from service.alerts.matching import OfferChange, compile_subscription
-from service.config import REFERENCE_DIR, Settings
-from service.ingest import CrawlResult, ingest
-from service.locations import (
+from service.catalog.ingest import CrawlResult, ingest
+from service.catalog.locations import (
     Location,
     Place,
     Places,
@@ -34,14 +33,15 @@ from service.locations import (
     outside_countries,
     pick,
 )
-from service.queries import (
+from service.catalog.reference import ReferenceError, load_reference, read_reference
+from service.core.config import REFERENCE_DIR, Settings
+from service.query.queries import (
     ComplianceSets,
     OfferFilters,
     list_offers,
     offers_query,
     resolve_compliance,
 )
-from service.reference import ReferenceError, load_reference, read_reference
 from tests.factories import record
 
 OFFER = Offer.__table__  # type: ignore[attr-defined]

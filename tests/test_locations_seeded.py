@@ -15,17 +15,17 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
-from service.config import Settings
-from service.db import make_engine
-from service.locations import in_countries, locations_of
-from service.queries import (
+from service.catalog.locations import in_countries, locations_of
+from service.core.config import Settings
+from service.core.db import make_engine
+from service.crawl.seed import seed_catalog
+from service.query.queries import (
     OfferFilters,
     eligible_providers,
     explain_exclusions,
     list_offers,
     resolve_compliance,
 )
-from service.seed import seed_catalog
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 

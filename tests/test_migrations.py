@@ -8,8 +8,8 @@ from alembic.migration import MigrationContext
 from sqlalchemy import Engine, inspect
 
 import schema
-from service.db import make_engine
-from service.migrate import downgrade, upgrade
+from service.core.db import make_engine
+from service.core.migrate import downgrade, upgrade
 from tests.conftest import scratch_pg_database
 
 

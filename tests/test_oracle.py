@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import Engine, select
 
 from schema.prices import Offer
-from service.config import Settings
-from service.crawl import crawl_source
+from service.core.config import Settings
+from service.crawl.run import crawl_source
 from tests.conftest import FIXTURES
 from tests.factories import gpu_of
 from tests.replay import ReplayServer, Reply
@@ -159,9 +159,9 @@ def test_a_cut_database_connection_fails_the_crawl_as_unavailable(
     from sqlalchemy import event, text
 
     from schema.crawl import CrawlRun
-    from service.config import REFERENCE_DIR
-    from service.db import make_engine
-    from service.reference import load_reference
+    from service.catalog.reference import load_reference
+    from service.core.config import REFERENCE_DIR
+    from service.core.db import make_engine
 
     settings = Settings(database_url=pg_url, environment="test", _env_file=None)  # type: ignore[call-arg]
     engine = make_engine(pg_url)

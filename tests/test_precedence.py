@@ -12,9 +12,10 @@ from sqlalchemy import Engine
 
 from schema.enums import PriceKind
 from schema.records import OfferRecord
-from service.config import REFERENCE_DIR, Settings
-from service.ingest import CrawlResult, ingest
-from service.precedence import (
+from service.catalog.ingest import CrawlResult, ingest
+from service.catalog.reference import load_reference
+from service.core.config import REFERENCE_DIR, Settings
+from service.query.precedence import (
     PEER_PRECEDENCE,
     UNKNOWN_PEER_RANK,
     best_sources,
@@ -24,8 +25,7 @@ from service.precedence import (
     source_key,
     source_rank,
 )
-from service.queries import OfferFilters, current_version, list_offers, stream_offers
-from service.reference import load_reference
+from service.query.queries import OfferFilters, current_version, list_offers, stream_offers
 from tests.factories import record
 
 

@@ -20,13 +20,13 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.pool import NullPool
 
-import service.ingest
-import service.refcheck
-from service.config import Settings
-from service.db import make_engine
-from service.ingest import CrawlResult, ingest
-from service.migrate import upgrade
-from service.refcheck import BrokenReference, Load, foreign_keys_checked_per_load
+import service.catalog.ingest
+import service.catalog.refcheck
+from service.catalog.ingest import CrawlResult, ingest
+from service.catalog.refcheck import BrokenReference, Load, foreign_keys_checked_per_load
+from service.core.config import Settings
+from service.core.db import make_engine
+from service.core.migrate import upgrade
 from tests.conftest import scratch_pg_database, truncate_all
 from tests.factories import (
     OBS,
@@ -51,7 +51,7 @@ def checks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     """Large loads (here from 100 new offers on) checked per load, or every load row
     by row (the threshold out of reach)."""
     threshold = 100 if request.param == "per-load" else 10**9
-    monkeypatch.setattr(service.ingest, "PER_LOAD_CHECKS_MIN_ROWS", threshold)
+    monkeypatch.setattr(service.catalog.ingest, "PER_LOAD_CHECKS_MIN_ROWS", threshold)
     return str(request.param)
 
 
@@ -71,13 +71,13 @@ def replication_roles(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[s
     """The session's ``session_replication_role`` as the new offers are loaded (read
     just before their ``COPY``: no other statement can run during one)."""
     seen: list[str] = []
-    real = service.ingest._Writer._insert_new_rows
+    real = service.catalog.ingest._Writer._insert_new_rows
 
     def spying(self: Any, *args: Any) -> None:
         seen.append(self.conn.exec_driver_sql("SHOW session_replication_role").scalar())
         real(self, *args)
 
-    monkeypatch.setattr(service.ingest._Writer, "_insert_new_rows", spying)
+    monkeypatch.setattr(service.catalog.ingest._Writer, "_insert_new_rows", spying)
     return seen
 
 
@@ -87,13 +87,13 @@ def test_a_large_load_skips_row_checks_only_while_it_loads(
 ) -> None:
     seen = replication_roles(pg_engine, monkeypatch)
     after: list[str] = []
-    real = service.ingest._ensure_instance_types
+    real = service.catalog.ingest._ensure_instance_types
 
     def next_step(conn: Any, *args: Any) -> None:  # the ingest's next write, same transaction
         after.append(conn.exec_driver_sql("SHOW session_replication_role").scalar())
         real(conn, *args)
 
-    monkeypatch.setattr(service.ingest, "_ensure_instance_types", next_step)
+    monkeypatch.setattr(service.catalog.ingest, "_ensure_instance_types", next_step)
     result = ingest(pg_engine, settings_for(pg_url), CrawlResult("acme", records(SIZE)))
     assert result.status.value == "ok" and result.added == SIZE
     assert seen == (["replica"] if checks == "per-load" else ["origin"])
@@ -108,7 +108,7 @@ def test_both_ways_store_the_same_catalog(pg_url: str, monkeypatch: pytest.Monke
     states = []
     for threshold in (100, 10**9):
         engine = make_engine(pg_url)
-        monkeypatch.setattr(service.ingest, "PER_LOAD_CHECKS_MIN_ROWS", threshold)
+        monkeypatch.setattr(service.catalog.ingest, "PER_LOAD_CHECKS_MIN_ROWS", threshold)
         with engine.begin() as conn:
             conn.exec_driver_sql(
                 "TRUNCATE price_observation, offer, catalog_version, crawl_run, instance_type, "
@@ -143,7 +143,7 @@ def test_a_broken_reference_is_refused_and_nothing_is_committed(
     settings = settings_for(pg_url)
     assert ingest(pg_engine, settings, CrawlResult("acme", records(50))).status.value == "ok"
     before = catalog_state(pg_engine)
-    monkeypatch.setattr(service.ingest, "_ensure_providers", lambda *args: None)
+    monkeypatch.setattr(service.catalog.ingest, "_ensure_providers", lambda *args: None)
     ghost = records(SIZE, provider="ghost-cloud", source="ghost")
     # row by row, PostgreSQL's own refusal, from the COPY (psycopg's, not wrapped)
     expected = BrokenReference if checks == "per-load" else ForeignKeyViolation
@@ -173,7 +173,7 @@ def test_the_referenced_rows_are_locked_until_the_ingest_commits(
         )
     other = make_engine(pg_url, poolclass=NullPool)
     outcome: list[str] = []
-    real = service.ingest.enqueue_for_diff
+    real = service.catalog.ingest.enqueue_for_diff
 
     def meanwhile(*args: Any) -> int:
         with other.connect() as conn:
@@ -187,7 +187,7 @@ def test_the_referenced_rows_are_locked_until_the_ingest_commits(
             conn.rollback()
         return real(*args)
 
-    monkeypatch.setattr(service.ingest, "enqueue_for_diff", meanwhile)
+    monkeypatch.setattr(service.catalog.ingest, "enqueue_for_diff", meanwhile)
     try:
         assert ingest(pg_engine, settings, CrawlResult("acme", records(SIZE))).status.value == "ok"
     finally:
@@ -205,8 +205,8 @@ def test_a_table_with_a_trigger_of_its_own_keeps_row_checks_and_its_trigger(
 ) -> None:
     """``replica`` would silence every ordinary trigger, not only the foreign keys': a
     loaded table with one of its own (an operator's audit, say) is loaded as before."""
-    monkeypatch.setattr(service.ingest, "PER_LOAD_CHECKS_MIN_ROWS", 100)
-    monkeypatch.setattr(service.refcheck, "_told", set())
+    monkeypatch.setattr(service.catalog.ingest, "PER_LOAD_CHECKS_MIN_ROWS", 100)
+    monkeypatch.setattr(service.catalog.refcheck, "_told", set())
     caplog.set_level("INFO", logger="gpuatlas.ingest")
     seen = replication_roles(pg_engine, monkeypatch)
     with pg_engine.begin() as conn:
@@ -269,8 +269,8 @@ def test_a_role_without_the_privilege_checks_row_by_row(
     plain_role_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """It says so once in the log, with the grant that would allow the faster way."""
-    monkeypatch.setattr(service.ingest, "PER_LOAD_CHECKS_MIN_ROWS", 100)
-    monkeypatch.setattr(service.refcheck, "_told", set())
+    monkeypatch.setattr(service.catalog.ingest, "PER_LOAD_CHECKS_MIN_ROWS", 100)
+    monkeypatch.setattr(service.catalog.refcheck, "_told", set())
     caplog.set_level("INFO", logger="gpuatlas.ingest")
     engine = make_engine(plain_role_url, pool_size=1, max_overflow=0)
     statements: list[str] = []
@@ -293,10 +293,10 @@ def test_a_role_without_the_privilege_checks_row_by_row(
             "<role> would allow it)"
         ]
         with engine.begin() as conn:  # and the helper says why, without trying
-            reason = service.refcheck.row_checks_needed(conn, [OFFER, OBS])
+            reason = service.catalog.refcheck.row_checks_needed(conn, [OFFER, OBS])
             assert reason is not None and reason.startswith("this role may not set")
             for version in (140011, 150019):  # asked either way, the answer is no
-                query = service.refcheck.privilege_query(version)
+                query = service.catalog.refcheck.privilege_query(version)
                 assert conn.exec_driver_sql(query).scalar() is False
             with foreign_keys_checked_per_load(conn, [Load(OFFER, 1)]):
                 role = conn.exec_driver_sql("SHOW session_replication_role").scalar()
@@ -332,7 +332,7 @@ def test_a_missing_table_is_named(pg_url: str) -> None:
     engine = make_engine(pg_url)
     try:
         with engine.begin() as conn, pytest.raises(LookupError, match="no_such_table"):
-            service.refcheck.row_checks_needed(conn, [ghost])
+            service.catalog.refcheck.row_checks_needed(conn, [ghost])
     finally:
         engine.dispose()
 
@@ -343,7 +343,7 @@ def test_the_privilege_question_fits_the_server_version(pg_url: str, version: in
     """Before PostgreSQL 15 there is no ``has_parameter_privilege`` to ask (a query naming
     it fails there, whatever branch it takes); only a superuser may set the parameter.
     Both forms run here and agree for this (superuser) test role."""
-    query = service.refcheck.privilege_query(version)
+    query = service.catalog.refcheck.privilege_query(version)
     assert ("has_parameter_privilege" in query) == (version >= 150000)
     engine = make_engine(pg_url)
     try:

@@ -11,14 +11,14 @@ import yaml
 from sqlalchemy import Engine, func, select
 
 from schema.catalog import GpuAlias, GpuModel, Provider, Region
-from service.config import REFERENCE_DIR
-from service.reference import (
+from service.catalog.reference import (
     ReferenceError,
     build_aliases,
     load_reference,
     name_index,
     read_reference,
 )
+from service.core.config import REFERENCE_DIR
 
 REQUIRED_GPUS = [
     "T4",

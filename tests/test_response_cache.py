@@ -19,9 +19,9 @@ from sqlalchemy import Engine, text
 
 from service.api.main import create_app
 from service.api.response_cache import Entry, ResponseCache, ResponseCacheMiddleware
-from service.config import REFERENCE_DIR, Settings
-from service.ingest import CrawlResult, ingest
-from service.reference import load_reference
+from service.catalog.ingest import CrawlResult, ingest
+from service.catalog.reference import load_reference
+from service.core.config import REFERENCE_DIR, Settings
 from tests.factories import records
 
 CACHE = "x-gpuatlas-cache"
@@ -90,7 +90,7 @@ def test_a_commit_from_another_process_is_seen(client: TestClient, db_url: str) 
     assert _price(client)[0] == "miss"
     _until_hit(client, LISTING)
     script = (
-        "import sys\nfrom sqlalchemy import text\nfrom service.db import make_engine\n"
+        "import sys\nfrom sqlalchemy import text\nfrom service.core.db import make_engine\n"
         "e = make_engine(sys.argv[1])\nwith e.begin() as c:\n"
         "    c.execute(text(\"UPDATE provider SET name = 'Lambda!' WHERE slug = 'lambda'\"))\n"
     )

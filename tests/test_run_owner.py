@@ -19,11 +19,11 @@ from sqlalchemy import Engine, select, update
 
 from schema.crawl import CrawlRun
 from schema.types import utcnow
-from service.config import PROJECT_ROOT, Settings
-from service.crawl_child import run_crawl_in_child
-from service.db import writer
-from service.ingest import start_crawl_run
-from service.run_owner import STALE_AFTER, close_dead_runs, owner_alive, this_owner
+from service.catalog.ingest import start_crawl_run
+from service.catalog.run_owner import STALE_AFTER, close_dead_runs, owner_alive, this_owner
+from service.core.config import PROJECT_ROOT, Settings
+from service.core.db import writer
+from service.crawl.child import run_crawl_in_child
 from tests.conftest import FIXTURES
 from tests.replay import ReplayServer, Reply
 
@@ -32,8 +32,8 @@ RUN = CrawlRun.__table__  # type: ignore[attr-defined]
 OPEN_RUN = textwrap.dedent(
     """
     import os, signal, sys, time
-    from service.db import make_engine
-    from service.ingest import start_crawl_run
+    from service.core.db import make_engine
+    from service.catalog.ingest import start_crawl_run
     run_id = start_crawl_run(make_engine(sys.argv[1]), sys.argv[2])
     print(run_id, flush=True)
     if sys.argv[3] == "die":

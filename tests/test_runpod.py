@@ -14,8 +14,8 @@ from crawlers.base import Response
 from crawlers.providers.runpod import RunPod
 from schema.crawl import CrawlRun, CrawlRunPayload, RawPayload
 from schema.prices import Offer
-from service.config import Settings
-from service.crawl import crawl_source
+from service.core.config import Settings
+from service.crawl.run import crawl_source
 from tests.conftest import FIXTURES
 from tests.factories import gpu_of
 from tests.replay import ReplayServer, Reply

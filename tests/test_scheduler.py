@@ -19,9 +19,9 @@ from sqlalchemy import Engine, func, select
 from schema.crawl import CrawlRun
 from schema.prices import Offer
 from schema.types import utcnow
-from service.config import Settings
-from service.crawl_child import run_crawl_in_child
-from service.scheduler import build_scheduler
+from service.core.config import Settings
+from service.crawl.child import run_crawl_in_child
+from service.crawl.scheduler import build_scheduler
 from tests.conftest import FIXTURES
 from tests.replay import ReplayServer, Reply
 
@@ -118,7 +118,7 @@ def test_post_run_triggers_a_crawl_now(
 
     from service.alerts.keys import create_api_key
     from service.api.main import create_app
-    from service.sources import sync_sources
+    from service.crawl.sources import sync_sources
 
     server.route(ROUTE, Reply.file(FILE))
     sync_sources(sqlite_engine)  # written by seed/scheduler/db upgrade; read by the API
@@ -143,7 +143,7 @@ def test_post_run_triggers_a_crawl_now(
 
 
 def test_a_second_scheduler_on_one_sqlite_file_refuses_to_start(sqlite_url: str) -> None:
-    from service.scheduler import SchedulerLockError, SqliteSchedulerLock
+    from service.crawl.scheduler import SchedulerLockError, SqliteSchedulerLock
 
     first = SqliteSchedulerLock(sqlite_url)
     first.acquire()

@@ -17,8 +17,8 @@ from sqlalchemy import Engine, func, select
 
 from crawlers.registry import all_sources
 from schema.crawl import CrawlRun
-from service.db import make_engine
-from service.migrate import upgrade
+from service.core.db import make_engine
+from service.core.migrate import upgrade
 from tests.conftest import FIXTURES, ROOT
 from tests.replay import ReplayServer, Reply
 
@@ -41,7 +41,7 @@ def start_scheduler(url: str, base: str, log: IO[bytes]) -> subprocess.Popen[byt
         "PYTHONPATH": str(ROOT),
     }
     return subprocess.Popen(
-        [sys.executable, "-c", "from service.cli import run; run()", "scheduler"],
+        [sys.executable, "-c", "from service.cli.app import run; run()", "scheduler"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

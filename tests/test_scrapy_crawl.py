@@ -20,8 +20,8 @@ from crawlers.registry import get_source
 from crawlers.scrapy.settings import HTML_MAX_BYTES
 from schema.crawl import CrawlRun, CrawlRunPayload, RejectedRecord
 from schema.prices import CatalogVersion, Offer
-from service.config import Settings
-from service.crawl import CrawlReport, crawl_source
+from service.core.config import Settings
+from service.crawl.run import CrawlReport, crawl_source
 from tests.conftest import FIXTURES
 from tests.replay import ReplayServer, Reply
 

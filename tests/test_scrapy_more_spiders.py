@@ -22,9 +22,9 @@ from crawlers.registry import all_sources, get_source
 from crawlers.scrapy.runner import SpiderOutput, run_spider
 from schema.prices import Offer
 from schema.records import OfferRecord
-from service.config import Settings
-from service.crawl import crawl_source
-from service.seed import seed_files
+from service.core.config import Settings
+from service.crawl.run import crawl_source
+from service.crawl.seed import seed_files
 from tests.conftest import FIXTURES
 from tests.factories import gpu_of
 from tests.replay import ReplayServer, Reply

@@ -20,8 +20,8 @@ from crawlers.registry import all_sources
 from crawlers.scrapy import HtmlSpider
 from crawlers.scrapy.runner import SpiderOutput, run_spider
 from schema.records import OfferRecord
-from service.config import Settings
-from service.crawl import crawl_source
+from service.core.config import Settings
+from service.crawl.run import crawl_source
 from tests.conftest import FIXTURES, ROOT
 
 D = Decimal

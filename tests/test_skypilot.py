@@ -25,8 +25,8 @@ from crawlers.platforms.skypilot import (
 from crawlers.registry import all_sources, get_source
 from schema.crawl import CrawlRun, RejectedRecord
 from schema.prices import Offer
-from service.config import Settings
-from service.crawl import CrawlReport, crawl_source
+from service.core.config import Settings
+from service.crawl.run import CrawlReport, crawl_source
 from tests.conftest import FIXTURES
 from tests.factories import gpu_of
 from tests.replay import ReplayServer, Reply

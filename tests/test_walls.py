@@ -9,7 +9,7 @@ import sys
 import pytest
 from sqlalchemy import Engine
 
-from service.sources import list_sources, sync_sources
+from service.crawl.sources import list_sources, sync_sources
 from tests.conftest import ROOT
 
 PROBE = """
@@ -40,7 +40,7 @@ def imported(imports: str, forbidden: set[str]) -> list[str]:
         ("import crawlers.registry, crawlers.pipeline, crawlers.http", {"service"}),
         (
             "from service.api.main import create_app\n"
-            "from service.config import Settings\n"
+            "from service.core.config import Settings\n"
             "create_app(Settings(scheduler_enabled=False, _env_file=None))",
             {"crawlers", "scrapy"},
         ),

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from service.api.main import create_app
-from service.config import Settings
-from service.db import make_engine
+from service.core.config import Settings
+from service.core.db import make_engine
 from tests.web_seed import A100_OFFERS, H100_OFFERS, HISTORY_AMOUNTS, HISTORY_SKU, HOSTILE_SKU, seed
 
 CHROMIUM = Path("/usr/bin/chromium")

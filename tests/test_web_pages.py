@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, event
 
 from service.api.main import create_app
-from service.config import Settings
+from service.core.config import Settings
 from service.web.chart import step_chart
 from service.web.render import decimal_text, money_text, web_url
 from tests.web_seed import A100_OFFERS, H100_OFFERS, HISTORY_AMOUNTS, HISTORY_SKU, HOSTILE_SKU, seed

@@ -9,9 +9,9 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from service.config import REFERENCE_DIR, Settings
-from service.ingest import CrawlResult, Payload, ingest
-from service.reference import load_reference
+from service.catalog.ingest import CrawlResult, Payload, ingest
+from service.catalog.reference import load_reference
+from service.core.config import REFERENCE_DIR, Settings
 from tests.factories import record
 
 HOSTILE_SKU = '<img src=x onerror="window.__pwned=1">"\'&amp;'

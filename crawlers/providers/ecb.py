@@ -45,7 +45,7 @@ class EcbRates(ApiSource):
         neighbour: dict[str, tuple[date, Decimal]] = {}
         """Per currency: the day and rate last seen in the feed (the next day: newest first).
         A feed's new days are also checked against the stored rates when stored
-        (``service.fx.check_against_stored``: a one-day feed has no neighbour here)."""
+        (``service.catalog.fx.check_against_stored``: a one-day feed has no neighbour here)."""
         for day in days:
             try:
                 when = date.fromisoformat(day.attrib["time"])

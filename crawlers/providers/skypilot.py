@@ -17,7 +17,8 @@ from __future__ import annotations
 from crawlers.platforms.skypilot import SkyPilotCatalog, skypilot_source
 
 SOURCES: list[type[SkyPilotCatalog]] = [
-    # hyperscalers (first-party sources exist; listings prefer them, see service/precedence.py)
+    # hyperscalers (first-party sources exist; listings prefer them:
+    # see service/query/precedence.py)
     skypilot_source(
         "aws",
         "aws",

@@ -1,6 +1,6 @@
 """Run one spider: in a child process (network), or in-process over saved files.
 
-``run_spider`` is what :func:`service.crawl.fetch_source` calls for every HTML source.
+``run_spider`` is what :func:`service.crawl.run.fetch_source` calls for every HTML source.
 A crawl runs in a fresh interpreter (``python -m crawlers.scrapy.child``) because the
 Twisted reactor cannot restart inside the long-running service; the child is killed
 when it exceeds its time budget. Its result comes back as a :class:`SpiderOutput`

@@ -39,7 +39,7 @@ from schema.prices import CatalogVersion, Offer
 from service.alerts.matching import SUBSCRIPTION, Compiled, OfferChange, load_compiled
 from service.alerts.outbox import attach_locations, offer_changes_select
 from service.compliance.versioning import within
-from service.db import writer
+from service.core.db import writer
 
 CERT = Certification.__table__  # type: ignore[attr-defined]
 EVENT = AlertEvent.__table__  # type: ignore[attr-defined]

@@ -42,9 +42,9 @@ from schema.alerts import AlertEvent, Channel, EventStatus, Subscription
 from schema.types import utcnow
 from service.alerts.certs import enqueue_certification_validity
 from service.alerts.ssrf import UnsafeUrl, check_url_async
-from service.config import Settings
-from service.db import writer
-from service.run_owner import owner_alive, this_owner
+from service.catalog.run_owner import owner_alive, this_owner
+from service.core.config import Settings
+from service.core.db import writer
 
 EVENT = AlertEvent.__table__  # type: ignore[attr-defined]
 SUBSCRIPTION = Subscription.__table__  # type: ignore[attr-defined]

@@ -12,7 +12,7 @@ from sqlalchemy import Connection, Engine, insert, select, update
 
 from schema.alerts import ApiKey
 from schema.types import utcnow
-from service.db import writer
+from service.core.db import writer
 
 API_KEY = ApiKey.__table__  # type: ignore[attr-defined]
 KEY_MARK = "gpa"

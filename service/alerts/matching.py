@@ -23,7 +23,7 @@ from sqlalchemy import Connection, select
 from schema.alerts import Condition, EventType, Subscription, SubscriptionFilters
 from schema.catalog import GpuModel
 from schema.enums import PriceKind
-from service.locations import at_region, in_countries, outside_countries
+from service.catalog.locations import at_region, in_countries, outside_countries
 
 SUBSCRIPTION = Subscription.__table__  # type: ignore[attr-defined]
 GPU = GpuModel.__table__  # type: ignore[attr-defined]
@@ -77,7 +77,7 @@ class OfferChange:
     old_gpu_hour_usd: Decimal | None = None
     locations: tuple[tuple[str, str | None], ...] = ()
     """(region, country) where an offer quoted for several places can run (see
-    ``service.locations``); empty for an offer in one region"""
+    ``service.catalog.locations``); empty for an offer in one region"""
 
     @classmethod
     def of_row(cls, kind: str, row: Any) -> OfferChange:

@@ -18,11 +18,11 @@ from schema.alerts import AlertEvent, Channel, EventStatus
 from schema.catalog import Region
 from schema.prices import Offer, PriceObservation
 from service.alerts.matching import Compiled, OfferChange, describe, load_index
-from service.bulk import bulk_insert
-from service.locations import GLOBAL_REGION, locations_of
+from service.catalog.bulk import bulk_insert
+from service.catalog.locations import GLOBAL_REGION, locations_of
 
 if TYPE_CHECKING:
-    from service.ingest import _Diff
+    from service.catalog.ingest import _Diff
 
 EVENT = AlertEvent.__table__  # type: ignore[attr-defined]
 OFFER = Offer.__table__  # type: ignore[attr-defined]
@@ -136,7 +136,7 @@ def insert_events(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
 
 def summarize(diff: _Diff, observations: list[tuple[Any, ...]]) -> list[OfferChange]:
     """Added, changed and reopened offers of a diff, with the prices the writer computed."""
-    from service.ingest import ATTRIBUTES, OBS_COLUMNS
+    from service.catalog.ingest import ATTRIBUTES, OBS_COLUMNS
 
     offer_at, usd_at = OBS_COLUMNS.index("offer_id"), OBS_COLUMNS.index("gpu_hour_usd")
     gpu_at, count_at = ATTRIBUTES.index("gpu_slug"), ATTRIBUTES.index("gpu_count")

@@ -10,8 +10,8 @@ from sqlalchemy import Connection, Engine, insert, select, update
 from schema.alerts import AlertEvent, Channel, Subscription, SubscriptionCreate
 from schema.types import utcnow
 from service.alerts.ssrf import check_url
-from service.config import Settings
-from service.db import writer
+from service.core.config import Settings
+from service.core.db import writer
 
 SUBSCRIPTION = Subscription.__table__  # type: ignore[attr-defined]
 EVENT = AlertEvent.__table__  # type: ignore[attr-defined]

@@ -9,8 +9,8 @@ from fastapi import Depends, Path, Request, Response
 from sqlalchemy import Connection, Engine
 
 from service.api.problems import Problem
-from service.config import Settings
-from service.queries import current_version
+from service.core.config import Settings
+from service.query.queries import current_version
 
 CACHE_SECONDS = 300
 """Crawls run every few hours at most: five minutes of staleness is harmless."""

@@ -15,8 +15,8 @@ from service.api.routes import compliance as compliance_routes
 from service.api.routes import feeds as feed_routes
 from service.api.routes import quality as quality_routes
 from service.api.routes import subscriptions as subscription_routes
-from service.config import Settings, get_settings
-from service.db import make_engine
+from service.core.config import Settings, get_settings
+from service.core.db import make_engine
 from service.web import routes as web_routes
 
 API_DESCRIPTION = """GPU cloud prices and compliance facts, versioned.
@@ -33,7 +33,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         leader = None
         if settings.scheduler_enabled:
-            from service.scheduler import Leader
+            from service.crawl.scheduler import Leader
 
             leader = Leader(app.state.engine, settings)
             leader.start()

@@ -14,7 +14,7 @@ from schema.codes import country_codes, currency_codes
 from schema.enums import PriceKind
 from service.api.deps import ConnDep
 from service.api.problems import Problem
-from service.queries import (
+from service.query.queries import (
     ComplianceRefused,
     ComplianceSets,
     ComplianceUnavailable,

@@ -12,6 +12,7 @@ from sqlalchemy import Connection, select
 
 from schema.catalog import GpuModel
 from schema.compliance import ExportRuleSet, GpuClassification
+from service.catalog.gpu_catalog import gpu_name_index
 from service.compliance.countries import country_lists, parse_country
 from service.compliance.export_control import (
     ExportAnswer,
@@ -23,7 +24,6 @@ from service.compliance.export_control import (
     rule_set_on,
 )
 from service.compliance.versioning import all_versions, rows_on
-from service.gpu_catalog import gpu_name_index
 
 RULE_SET = ExportRuleSet.__table__  # type: ignore[attr-defined]
 CLASSIFICATION = GpuClassification.__table__  # type: ignore[attr-defined]

@@ -1,4 +1,4 @@
-"""Small read queries the pages need and ``service.queries`` does not offer (never writes)."""
+"""Small read queries the pages need and ``service.query.queries`` does not offer (never writes)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
-from service.queries import (
+from service.query.queries import (
     CERT,
     GPU,
     OFFER,

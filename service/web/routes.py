@@ -19,7 +19,7 @@ from schema.enums import PriceKind
 from service.api.deps import ConnDep
 from service.compliance import NOTICE
 from service.compliance.queries import ComplianceError, export_control
-from service.queries import (
+from service.query.queries import (
     ComplianceRefused,
     ComplianceUnavailable,
     NotFound,

@@ -32,7 +32,7 @@ from typing import Any
 from urllib.parse import parse_qs
 from xml.sax.saxutils import escape as xml_escape
 
-from service.config import FIXTURES_DIR
+from service.core.config import FIXTURES_DIR
 
 HOSTILE = "<script>alert('x')</script>\u202e\u200f<b>evil</b>\x00&amp;\"'"
 BIG_FIELD = "A" * (10 * 1024 * 1024)

@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
-from service.config import FIXTURES_DIR
+from service.core.config import FIXTURES_DIR
 from tests.chaos.farm import BIG_FIELD, HOSTILE, Adapter, Knob, SkyPilotCsv, _keep_tenth
 
 

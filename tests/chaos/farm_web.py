@@ -28,7 +28,7 @@ from decimal import Decimal
 from typing import Any
 
 from crawlers.base import SourceError
-from service.config import FIXTURES_DIR
+from service.core.config import FIXTURES_DIR
 from tests.chaos.farm import (
     API_ONLY,
     BIG_FIELD,

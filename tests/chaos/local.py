@@ -8,10 +8,10 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from service.config import REFERENCE_DIR, Settings
-from service.db import make_engine
-from service.migrate import upgrade
-from service.reference import load_reference
+from service.catalog.reference import load_reference
+from service.core.config import REFERENCE_DIR, Settings
+from service.core.db import make_engine
+from service.core.migrate import upgrade
 from tests.chaos.farm import Farm
 
 

@@ -37,12 +37,12 @@ import httpx
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 
-from service.config import PROJECT_ROOT, REFERENCE_DIR, Settings
-from service.crawl import crawl_source
-from service.db import make_engine
-from service.ingest import INGEST_LOCK_KEY
-from service.migrate import upgrade
-from service.reference import load_reference
+from service.catalog.ingest import INGEST_LOCK_KEY
+from service.catalog.reference import load_reference
+from service.core.config import PROJECT_ROOT, REFERENCE_DIR, Settings
+from service.core.db import make_engine
+from service.core.migrate import upgrade
+from service.crawl.run import crawl_source
 from tests.chaos.adapters import ADAPTERS, HTML_SOURCES
 from tests.chaos.farm import FAULT_KINDS, LAYOUT_FAULTS, Farm
 from tests.pg import create_pg_database, drop_pg_database
@@ -367,7 +367,7 @@ def crawling_service(services: list[Service], source: str) -> tuple[Service, lis
             continue
         for pid in descendants(service.proc.pid):
             line = _cmdline(pid)
-            if "service.crawl_child" in line and f" {source} " in f"{line} ":
+            if "service.crawl.child" in line and f" {source} " in f"{line} ":
                 return service, [pid]
     return services[0], []
 

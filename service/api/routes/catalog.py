@@ -12,9 +12,15 @@ from service.api.deps import ConnDep, SettingsDep, VersionDep, cache, reject_unk
 from service.api.params import invalid
 from service.api.problems import Problem
 from service.api.serialize import change_public
-from service.queries import change_feed, current_version, diff_versions, last_runs, list_versions
-from service.schedules import next_runs
-from service.sources import list_sources
+from service.crawl.schedules import next_runs
+from service.crawl.sources import list_sources
+from service.query.queries import (
+    change_feed,
+    current_version,
+    diff_versions,
+    last_runs,
+    list_versions,
+)
 
 router = APIRouter(prefix="/v1", tags=["catalog"])
 

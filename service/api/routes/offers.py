@@ -17,8 +17,9 @@ from service.api.deps import ConnDep, VersionDep, cache, reject_unknown_params
 from service.api.params import FILTER_PARAMS, DisplayCurrency, ListingDep, check_currency, invalid
 from service.api.problems import Problem
 from service.api.serialize import dumps, observation_public, offer_json
-from service.fx import FxTable
-from service.queries import (
+from service.catalog.fx import FxTable
+from service.core.units import q
+from service.query.queries import (
     SORT_KEYS,
     After,
     NotFound,
@@ -28,8 +29,7 @@ from service.queries import (
     list_offers,
     offer_context,
 )
-from service.queries import offer_history as query_history
-from service.units import q
+from service.query.queries import offer_history as query_history
 
 router = APIRouter(prefix="/v1", tags=["offers"])
 

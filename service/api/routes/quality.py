@@ -1,5 +1,5 @@
 """Data-quality endpoints: what the catalog holds but reference data cannot map yet, and
-where sources disagree. Thin: the reports are built in :mod:`service.quality`."""
+where sources disagree. Thin: the reports are built in :mod:`service.query.quality`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Response
 
 from schema.api import QualityReport, UnmappedNamePublic
 from service.api.deps import ConnDep, cache, reject_unknown_params
-from service.quality import list_unmapped, quality_report
+from service.query.quality import list_unmapped, quality_report
 
 router = APIRouter(prefix="/v1", tags=["quality"])
 

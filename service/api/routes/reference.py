@@ -9,7 +9,14 @@ from fastapi import APIRouter, Depends, Query
 from schema.types import utcnow
 from service.api.deps import ConnDep, VersionDep, reject_unknown_params
 from service.api.problems import Problem
-from service.queries import NotFound, get_gpu, get_provider, list_gpus, list_providers, list_regions
+from service.query.queries import (
+    NotFound,
+    get_gpu,
+    get_provider,
+    list_gpus,
+    list_providers,
+    list_regions,
+)
 
 router = APIRouter(prefix="/v1", tags=["reference"])
 

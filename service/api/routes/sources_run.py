@@ -21,8 +21,8 @@ from schema.types import utcnow
 from service.api.auth import ApiKeyDep
 from service.api.deps import SettingsDep, get_engine
 from service.api.problems import Problem
-from service.ingest import start_crawl_run
-from service.sources import list_sources
+from service.catalog.ingest import start_crawl_run
+from service.crawl.sources import list_sources
 
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]
 router = APIRouter(prefix="/v1", tags=["catalog"])
@@ -43,7 +43,7 @@ def run_source(
     settings: SettingsDep,
 ) -> JSONResponse:
     """Start a crawl of ``name`` now; 409 while one of that source is still running."""
-    from service.crawl_child import run_crawl_in_child  # spawns a child; imports no crawler
+    from service.crawl.child import run_crawl_in_child  # spawns a child; imports no crawler
 
     with engine.connect() as conn:
         info = list_sources(conn).get(name)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from service.config import Settings
+from service.core.config import Settings
 
 INTERVAL_RE = re.compile(r"^(\d+)\s*([smhd])$")
 UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

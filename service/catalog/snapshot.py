@@ -9,9 +9,9 @@ from typing import Any
 import orjson
 from sqlalchemy import Engine
 
-from service.config import Settings
-from service.gcpause import no_gc_pauses
-from service.ingest import CrawlResult, IngestResult, Payload, Rejection, ingest
+from service.catalog.ingest import CrawlResult, IngestResult, Payload, Rejection, ingest
+from service.core.config import Settings
+from service.core.gcpause import no_gc_pauses
 
 MAX_LINE_BYTES = 1 << 20
 

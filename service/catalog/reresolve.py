@@ -19,7 +19,7 @@ from schema.crawl import UnmappedName
 from schema.enums import UnmappedKind
 from schema.gpu_names import GpuNameIndex
 from schema.prices import Offer
-from service.gpu_catalog import gpu_name_index
+from service.catalog.gpu_catalog import gpu_name_index
 
 OFFER = Offer.__table__  # type: ignore[attr-defined]
 REGION = Region.__table__  # type: ignore[attr-defined]

@@ -55,8 +55,8 @@ from schema.compliance import Certification, GpuClassification
 from schema.crawl import CrawlRun
 from schema.enums import OfferStatus
 from schema.prices import CatalogVersion, Offer, OfferLocation, PriceObservation
-from service.locations import locations_of, pick
-from service.precedence import (
+from service.catalog.locations import locations_of, pick
+from service.query.precedence import (
     FIRST_PARTY_RANK,
     IDENTITY_FIELDS,
     PEER_PRECEDENCE,
@@ -120,7 +120,7 @@ class OfferFilters:
     """USD per GPU-hour."""
     include_peers: bool = False
     """False: one row per (provider, sku, region, price kind), from the most authoritative
-    source reporting it (see :mod:`service.precedence`); True: every source's offers."""
+    source reporting it (see :mod:`service.query.precedence`); True: every source's offers."""
 
     def providers(self) -> list[str]:
         if not self.provider:
@@ -325,7 +325,7 @@ OTHER_LOCATION = LOCATION.alias("other_source_location")
 
 
 def source_rank_sql(source: Any) -> Any:
-    """:func:`service.precedence.source_rank` in SQL: 0 first-party, then peer platforms."""
+    """:func:`service.query.precedence.source_rank` in SQL: 0 first-party, then peer platforms."""
     whens = [(~source.contains(":"), FIRST_PARTY_RANK)]
     for position, platform in enumerate(PEER_PRECEDENCE, start=1):
         prefix = f"{platform}:"
@@ -341,7 +341,7 @@ def _code_points(column: Any, dialect: str) -> Any:
 def outranked(version: int | None, dialect: str) -> Any:
     """Another source reports the offer's (provider, sku, region, price kind), in that
     region or placed there (``offer_location``), and ranks before its source
-    (:mod:`service.precedence`): the offer is not shown by default."""
+    (:mod:`service.query.precedence`): the offer is not shown by default."""
     other = OTHER
     other_rank, own_rank = source_rank_sql(other.c.source), source_rank_sql(OFFER.c.source)
     placed_there = (
@@ -379,8 +379,8 @@ def _located(condition: ColumnElement[bool]) -> ColumnElement[bool]:
 
 def in_countries_sql(countries: Sequence[str]) -> ColumnElement[bool]:
     """The offer is in one of ``countries``: its own country is, or (an offer without one:
-    ``global``) one of its locations' is. The SQL twin of ``service.locations.in_countries``;
-    the EXISTS probes ``ix_offer_location_offer_id_country`` for placeless rows only."""
+    ``global``) one of its locations' is. The SQL twin of
+    ``service.catalog.locations.in_countries``; the EXISTS probes ``ix_offer_location_offer_id_country`` for placeless rows only."""
     own = OFFER.c.country == countries[0] if len(countries) == 1 else OFFER.c.country.in_(countries)
     where = (
         LOCATION.c.country == countries[0]
@@ -392,7 +392,7 @@ def in_countries_sql(countries: Sequence[str]) -> ColumnElement[bool]:
 
 def outside_countries_sql(excluded: Sequence[str]) -> ColumnElement[bool]:
     """``not_country``: the offer can run outside ``excluded`` (an offer whose place is not
-    known at all is kept). The SQL twin of ``service.locations.outside_countries``."""
+    known at all is kept). The SQL twin of ``service.catalog.locations.outside_countries``."""
     elsewhere = or_(LOCATION.c.country.is_(None), LOCATION.c.country.not_in(excluded))
     return or_(
         OFFER.c.country.not_in(excluded),
@@ -406,7 +406,7 @@ def outside_countries_sql(excluded: Sequence[str]) -> ColumnElement[bool]:
 def _location_match(
     filters: OfferFilters, compliance: ComplianceSets | None
 ) -> ColumnElement[bool] | None:
-    """The location filters on one ``offer_location`` row (``service.locations.pick``)."""
+    """The location filters on one ``offer_location`` row (``service.catalog.locations.pick``)."""
     conditions: list[ColumnElement[bool]] = []
     if filters.country:
         conditions.append(LOCATION.c.country == filters.country.upper())
@@ -762,7 +762,7 @@ def place_rows(
     compliance: ComplianceSets | None = None,
 ) -> list[dict[str, Any]]:
     """Add each row's ``locations`` (where an offer quoted for several places can run, see
-    ``service.locations``) and ``location_region``: the location matching the location
+    ``service.catalog.locations``) and ``location_region``: the location matching the location
     filters, else the first one. A row without a country of its own takes that location's
     country; ``region`` stays as quoted (the offer's identity, e.g. ``global``)."""
     found = locations_of(conn, [r["id"] for r in rows]) if rows else {}

@@ -31,9 +31,9 @@ from schema.codes import country_codes
 from schema.gpu_names import GpuFacts, GpuNameIndex, parse_gpu_name
 from schema.names import gpu_alias_key
 from schema.records import SLUG_RE, describe_validation_error
-from service.db import writer
-from service.locations import refresh as refresh_locations
-from service.reresolve import reresolve_offers
+from service.catalog.locations import refresh as refresh_locations
+from service.catalog.reresolve import reresolve_offers
+from service.core.db import writer
 
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available
 
@@ -333,7 +333,7 @@ def _lock_catalog(conn: Connection) -> None:
     a load rewrites offers' GPU models and locations, which ingests write too. Taken first,
     before this transaction locks any row an ingest could wait for."""
     if conn.dialect.name == "postgresql":
-        from service.ingest import INGEST_LOCK_KEY  # imports this module's neighbours
+        from service.catalog.ingest import INGEST_LOCK_KEY  # imports this module's neighbours
 
         conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": INGEST_LOCK_KEY})
 

@@ -6,13 +6,13 @@ from typing import Annotated
 
 import typer
 
-from service.output import Format
+from service.cli.output import Format
 
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="table, json, jsonl or csv")]
 
 
 def register(app: typer.Typer) -> None:
-    from service import cli
+    from service.cli import app as cli
 
     apikey_app = typer.Typer(help="API keys for write endpoints.", no_args_is_help=True)
     alerts_app = typer.Typer(help="Alert delivery.", no_args_is_help=True)

@@ -6,8 +6,8 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, inspect
 
-from service.config import MIGRATIONS_DIR
-from service.db import normalize_url
+from service.core.config import MIGRATIONS_DIR
+from service.core.db import normalize_url
 
 
 def alembic_config(database_url: str) -> Config:

@@ -13,11 +13,11 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from crawlers.registry import all_sources
-from service.config import FIXTURES_DIR, REFERENCE_DIR, Settings
-from service.crawl import CrawlReport, crawl_source
-from service.reference import load_reference
-from service.snapshot import ingest_jsonl
-from service.sources import sync_sources
+from service.catalog.reference import load_reference
+from service.catalog.snapshot import ingest_jsonl
+from service.core.config import FIXTURES_DIR, REFERENCE_DIR, Settings
+from service.crawl.run import CrawlReport, crawl_source
+from service.crawl.sources import sync_sources
 
 SEED_SUFFIXES = {".json", ".xml", ".html", ".htm", ".csv", ".zip", ".jsonl"}
 NOT_SEED_PREFIXES = ("bad", "broken", "error", "invalid", "truncated", "robots", "_")

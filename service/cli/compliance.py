@@ -11,11 +11,11 @@ from typing import Annotated
 
 import typer
 
-from service.output import Format, dumps, emit
+from service.cli.output import Format, dumps, emit
 
 
 def register(app: typer.Typer) -> None:
-    from service.cli import CliError, UsageProblem, engine, handle_errors
+    from service.cli.app import CliError, UsageProblem, engine, handle_errors
 
     @app.command("export-control")
     @handle_errors

@@ -24,12 +24,12 @@ from sqlalchemy.engine import make_url
 
 from crawlers.registry import all_sources
 from schema.types import utcnow
-from service.config import Settings
-from service.db import writer
-from service.queries import last_good_crawls
-from service.run_owner import close_dead_runs
-from service.schedules import intervals, parse_interval  # noqa: F401 (re-exported)
-from service.sources import sync_sources
+from service.catalog.run_owner import close_dead_runs
+from service.core.config import Settings
+from service.core.db import writer
+from service.crawl.schedules import intervals, parse_interval  # noqa: F401 (re-exported)
+from service.crawl.sources import sync_sources
+from service.query.queries import last_good_crawls
 
 log = logging.getLogger("gpuatlas.scheduler")
 LEADER_LOCK_KEY = 0x67707562  # "gpub"
@@ -50,7 +50,7 @@ def source_schedules(settings: Settings) -> dict[str, int]:
 def build_scheduler(
     engine: Engine, settings: Settings, run: Callable[[str], Any] | None = None
 ) -> BackgroundScheduler:
-    from service.crawl_child import run_crawl_in_child
+    from service.crawl.child import run_crawl_in_child
 
     def crawl(name: str) -> None:
         """One scheduled crawl, in a child process with a timeout (``crawl_timeout_seconds``):

@@ -11,7 +11,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from schema.crawl import SourceInfo
 from schema.types import utcnow
-from service.db import writer
+from service.core.db import writer
 
 SOURCE = SourceInfo.__table__  # type: ignore[attr-defined]
 

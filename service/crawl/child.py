@@ -2,7 +2,7 @@
 
 The parent (:func:`run_crawl_in_child`, used by the scheduler and ``POST
 /v1/sources/{name}/run``) creates the crawl run first, then starts
-``python -m service.crawl_child RUN_ID`` in its own process group and hands it the
+``python -m service.crawl.child RUN_ID`` in its own process group and hands it the
 settings on stdin (credentials never appear on a command line). The child crawls into
 that run and exits 0 whatever the crawl's outcome. When the child dies instead, or
 outlives ``settings.crawl_timeout_seconds``, the parent kills its whole process group
@@ -25,10 +25,10 @@ from sqlalchemy import Engine, select, update
 from schema.crawl import CrawlRun
 from schema.enums import CrawlStatus
 from schema.types import utcnow
-from service.config import PROJECT_ROOT, Settings
-from service.db import writer
-from service.ingest import start_crawl_run
-from service.run_owner import claim_run
+from service.catalog.ingest import start_crawl_run
+from service.catalog.run_owner import claim_run
+from service.core.config import PROJECT_ROOT, Settings
+from service.core.db import writer
 
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]
 STDERR_TAIL = 3000
@@ -77,7 +77,7 @@ def run_crawl_in_child(
     limit = settings.crawl_timeout_seconds if timeout is None else timeout
     path = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)
     child = subprocess.Popen(  # noqa: S603 (our own module, fixed arguments)
-        [sys.executable, "-m", "service.crawl_child", str(run_id), name, trigger],
+        [sys.executable, "-m", "service.crawl.child", str(run_id), name, trigger],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -139,8 +139,8 @@ def _status(engine: Engine, run_id: int) -> tuple[str, str | None]:
 
 
 def crawl_into_run(engine: Engine, settings: Settings, name: str, run_id: int, trigger: str) -> str:
-    """What the child does: :func:`service.crawl.crawl_source`, into an existing run."""
-    from service.crawl import crawl_source  # only in the child: it imports the crawlers
+    """What the child does: :func:`service.crawl.run.crawl_source`, into an existing run."""
+    from service.crawl.run import crawl_source  # only in the child: it imports the crawlers
 
     try:
         return crawl_source(engine, settings, name, trigger=trigger, crawl_run_id=run_id).label
@@ -149,7 +149,7 @@ def crawl_into_run(engine: Engine, settings: Settings, name: str, run_id: int, t
 
 
 def main(argv: list[str]) -> int:
-    from service.db import make_engine
+    from service.core.db import make_engine
 
     run_id, name, trigger = int(argv[0]), argv[1], argv[2]
     settings = Settings.model_validate_json(sys.stdin.buffer.read())

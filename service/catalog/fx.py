@@ -13,7 +13,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from schema.fx import MAX_FX_DAY_MOVE, FxRate
-from service.units import q
+from service.core.units import q
 
 FX_TABLE = FxRate.__table__  # type: ignore[attr-defined]
 

@@ -23,10 +23,8 @@ from crawlers.pipeline import Pipeline, Rejected, SourceMeta
 from crawlers.registry import get_source
 from schema.enums import CrawlStatus
 from schema.records import OfferRecord
-from service.config import Settings
-from service.fx import ImplausibleRates, Rate
-from service.gcpause import no_gc_pauses
-from service.ingest import (
+from service.catalog.fx import ImplausibleRates, Rate
+from service.catalog.ingest import (
     CrawlResult,
     IngestResult,
     Payload,
@@ -36,6 +34,8 @@ from service.ingest import (
     ingest_rates,
     start_crawl_run,
 )
+from service.core.config import Settings
+from service.core.gcpause import no_gc_pauses
 
 
 @dataclass

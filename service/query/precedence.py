@@ -12,7 +12,7 @@ names the others (``also_from``). The ranking, one total order on source names:
    peer source's platform is listed).
 
 An offer quoted for several places (region ``global``) that is **placed** in a region
-(``location_regions``, see ``service.locations``) also reports that region's identity: a
+(``location_regions``, see ``service.catalog.locations``) also reports that region's identity: a
 peer's regional copy of Lambda's ``gpu_8x_h100_sxm5`` in ``europe-central-1`` is the same
 real offer as Lambda's own global one placed there, and is hidden behind it.
 
@@ -24,7 +24,7 @@ Prices are never merged: a hidden source's price stays visible in ``also_from`` 
 price disagreements of ``/v1/quality``.
 
 This module is the pure definition (no database, no settings); the listing applies the same
-order in SQL (:func:`service.queries.outranked`), and ``tests/test_precedence.py`` checks
+order in SQL (:func:`service.query.queries.outranked`), and ``tests/test_precedence.py`` checks
 both give the same rows on the same data. Offers may be mappings or objects.
 """
 

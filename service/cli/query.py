@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from service.output import Format, emit, text
+from service.cli.output import Format, emit, text
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
@@ -381,7 +381,7 @@ def shown_region(row: dict[str, Any]) -> str:
     region = str(row["region"])
     if row.get("location_region"):
         return f"{region} → {row['location_region']}"
-    if region == "global":  # service.locations.GLOBAL_REGION (not imported: CLI start-up)
+    if region == "global":  # service.catalog.locations.GLOBAL_REGION (not imported: CLI start-up)
         return f"{region} (location not published)"
     return region
 
@@ -398,7 +398,7 @@ def _display_rate(
 
 
 def register(app: typer.Typer) -> None:
-    from service.cli import CliError, UsageProblem, engine, err, handle_errors
+    from service.cli.app import CliError, UsageProblem, engine, err, handle_errors
 
     @app.command()
     @handle_errors
@@ -417,8 +417,8 @@ def register(app: typer.Typer) -> None:
         fmt: FormatOpt = Format.table,
     ) -> None:
         """Current offers (or --as-of a version or time), cheapest USD per GPU-hour first."""
-        from service.queries import also_from, catalog_facts, list_offers
-        from service.units import q
+        from service.core.units import q
+        from service.query.queries import also_from, catalog_facts, list_offers
 
         key = sort.removeprefix("-")
         if key not in SORTS:
@@ -458,7 +458,7 @@ def register(app: typer.Typer) -> None:
                 )
         if fmt is not Format.table:
             if fmt is Format.csv:
-                from service.locations import locations_text
+                from service.catalog.locations import locations_text
 
                 for r in rows:
                     r["locations"] = locations_text(r["locations"])
@@ -506,7 +506,7 @@ def register(app: typer.Typer) -> None:
         fmt: FormatOpt = Format.table,
     ) -> None:
         """Providers with a matching offer, each with its cheapest one (USD per GPU-hour)."""
-        from service.queries import catalog_facts, eligible_providers, explain_exclusions
+        from service.query.queries import catalog_facts, eligible_providers, explain_exclusions
 
         with engine().connect() as conn:
             listing = build_listing(conn, filters, UsageProblem, CliError)
@@ -596,8 +596,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """An offer's price history, oldest first, with provenance, and a chart under it."""
         from schema.types import utcnow
-        from service.queries import NotFound, history_buckets, offer_history
-        from service.queries import Resolution as BucketSize
+        from service.query.queries import NotFound, history_buckets, offer_history
+        from service.query.queries import Resolution as BucketSize
 
         with engine().connect() as conn:
             try:
@@ -664,7 +664,7 @@ def register(app: typer.Typer) -> None:
         fmt: FormatOpt = Format.table,
     ) -> None:
         """Offers added, changed (old and new price) or withdrawn between two versions."""
-        from service.queries import current_version, diff_versions
+        from service.query.queries import current_version, diff_versions
 
         for name, value in (("V", old), ("W", new)):
             if value is not None and not 0 <= value <= 2**31 - 1:
@@ -808,7 +808,7 @@ def export_chunks(
 def _matching(eng: Engine, listing: Listing) -> int:
     from sqlalchemy import func, select
 
-    from service.queries import OFFER, base_query
+    from service.query.queries import OFFER, base_query
 
     with eng.connect() as conn:
         ids = base_query(

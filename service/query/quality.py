@@ -22,8 +22,8 @@ from sqlalchemy.sql.elements import ColumnElement
 from schema.crawl import UnmappedName
 from schema.enums import OfferStatus
 from schema.prices import OfferLocation
-from service.precedence import source_key
-from service.queries import OFFER, current_version, source_report
+from service.query.precedence import source_key
+from service.query.queries import OFFER, current_version, source_report
 
 UNMAPPED = UnmappedName.__table__  # type: ignore[attr-defined]
 LOCATION = OfferLocation.__table__  # type: ignore[attr-defined]
@@ -39,7 +39,7 @@ def without_gpu() -> ColumnElement[bool]:
 
 def without_country() -> ColumnElement[bool]:
     """An offer that cannot be placed in a country (the one definition: residency filters
-    cannot see it): no country of its own and no location with one (service.locations)."""
+    cannot see it): no country of its own and no location with one (service.catalog.locations)."""
     placed = exists().where(LOCATION.c.offer_id == OFFER.c.id, LOCATION.c.country.is_not(None))
     return and_(OFFER.c.country.is_(None), ~placed)
 

@@ -33,7 +33,7 @@ from schema.prices import CatalogVersion, Offer, PriceObservation, sort_key_e10
 from schema.records import OfferRecord, describe_validation_error
 from schema.types import decimal_to_text, utcnow
 from service.alerts.outbox import enqueue_for_diff
-from service.bulk import (
+from service.catalog.bulk import (
     bulk_binder,
     bulk_insert,
     bulk_update,
@@ -42,15 +42,15 @@ from service.bulk import (
     sqlite_literal,
     staged,
 )
-from service.config import Settings
-from service.db import writer
-from service.fx import FxTable, Rate, check_against_stored, store_rates
-from service.gcpause import no_gc_pauses
-from service.gpu_catalog import gpu_name_index
-from service.locations import refresh_after_ingest
-from service.refcheck import Load, foreign_keys_checked_per_load
-from service.run_owner import close_dead_runs, this_owner
-from service.units import gpu_hourly, instance_hourly, q
+from service.catalog.fx import FxTable, Rate, check_against_stored, store_rates
+from service.catalog.gpu_catalog import gpu_name_index
+from service.catalog.locations import refresh_after_ingest
+from service.catalog.refcheck import Load, foreign_keys_checked_per_load
+from service.catalog.run_owner import close_dead_runs, this_owner
+from service.core.config import Settings
+from service.core.db import writer
+from service.core.gcpause import no_gc_pauses
+from service.core.units import gpu_hourly, instance_hourly, q
 
 OFFER = Offer.__table__  # type: ignore[attr-defined]
 OBS = PriceObservation.__table__  # type: ignore[attr-defined]
@@ -199,7 +199,7 @@ def start_crawl_run(
 ) -> int:
     """Record that a crawl of ``source`` began; returns the crawl run id.
 
-    The run records its owner (this process, see :mod:`service.run_owner`). Earlier runs of
+    The run records its owner (this process, see :mod:`service.catalog.run_owner`). Earlier runs of
     the source left 'running' by a dead process are closed as ``failed: interrupted``
     first, so every run ends with a status and a reason."""
     now = utcnow()
@@ -321,7 +321,8 @@ class _Validated:
     protected: set[Key]
     """Keys of offers whose record this crawl rejected: they must not be withdrawn."""
     regions: set[str] = field(default_factory=set)
-    """The records' region codes (whether any offer needs locations, see service.locations)."""
+    """The records' region codes (whether any offer needs locations: see
+    service.catalog.locations)."""
 
 
 def _validate(crawl: CrawlResult) -> _Validated:
@@ -1038,7 +1039,7 @@ row while the rows are built (see :meth:`_Writer._insert_new_rows`)."""
 PER_LOAD_CHECKS_MIN_ROWS = 5000
 """From this many new offers on (a first crawl of a large source), PostgreSQL checks the
 new rows' foreign keys once for the load instead of once per row, where the ingest's
-role may (see :mod:`service.refcheck`). Not for repriced offers alone: their
+role may (see :mod:`service.catalog.refcheck`). Not for repriced offers alone: their
 observations refer to offers already stored, and checking those once costs as much as
 the per-row checks (5 % of 200,000 offers repriced: 1.29 s against 1.21 s)."""
 STAGED_PRICE_COLUMNS = ("pid", *OBS_COLUMNS[2:11], "gpu_hour_usd_e10")

@@ -18,9 +18,9 @@ from rich.console import Console
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from service.config import REFERENCE_DIR, Settings, get_settings
-from service.db import DatabaseConfigError, make_engine
-from service.output import Format, emit, emit_jsonl, text
+from service.cli.output import Format, emit, emit_jsonl, text
+from service.core.config import REFERENCE_DIR, Settings, get_settings
+from service.core.db import DatabaseConfigError, make_engine
 
 app = typer.Typer(
     name="gpuatlas",
@@ -103,7 +103,7 @@ def engine(*, migrated: bool = True) -> Engine:
         eng = make_engine(settings().database_url)
         _state["engine"] = eng
         if migrated:
-            from service.migrate import is_migrated
+            from service.core.migrate import is_migrated
 
             if not is_migrated(eng):
                 raise CliError("the database is not migrated: run `gpuatlas db upgrade`")
@@ -123,11 +123,11 @@ def engine(*, migrated: bool = True) -> Engine:
 @handle_errors
 def db_upgrade(revision: Annotated[str, typer.Argument()] = "head") -> None:
     """Migrate the database to REVISION (default: head)."""
-    from service.migrate import upgrade
+    from service.core.migrate import upgrade
 
     upgrade(settings().database_url, revision)
     if revision == "head":
-        from service.sources import sync_sources
+        from service.crawl.sources import sync_sources
 
         sync_sources(engine())
     err.print(f"database at {revision}")
@@ -137,7 +137,7 @@ def db_upgrade(revision: Annotated[str, typer.Argument()] = "head") -> None:
 @handle_errors
 def db_downgrade(revision: Annotated[str, typer.Argument()]) -> None:
     """Migrate the database down to REVISION ('base' empties it)."""
-    from service.migrate import downgrade
+    from service.core.migrate import downgrade
 
     downgrade(settings().database_url, revision)
     err.print(f"database at {revision}")
@@ -153,7 +153,7 @@ def reference_load(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Load providers, regions and GPU models (idempotent)."""
-    from service.reference import load_reference
+    from service.catalog.reference import load_reference
 
     report = load_reference(engine(), directory)
     rows = [
@@ -182,7 +182,7 @@ def ingest(
 ) -> None:
     """Ingest OfferRecords (JSON Lines) as one crawl of SOURCE."""
     from schema.records import SOURCE_RE
-    from service.snapshot import ingest_jsonl
+    from service.catalog.snapshot import ingest_jsonl
 
     if not SOURCE_RE.match(source):
         raise CliError(f"invalid source name {source!r}: use lowercase letters, digits, '-', ':'")
@@ -233,7 +233,7 @@ def crawl(
 ) -> None:
     """Fetch (or parse saved files) and ingest one source, several, or --all."""
     from crawlers.registry import all_sources as registry
-    from service.crawl import crawl_source
+    from service.crawl.run import crawl_source
 
     names = list(registry()) if all_sources else list(sources or [])
     if not names:
@@ -315,8 +315,8 @@ def crawl(
 def sources_cmd(fmt: FormatOpt = Format.table) -> None:
     """Every source: provider, kind, schedule, last run and when the next one is due."""
     from crawlers.registry import all_sources as registry
-    from service.queries import last_runs
-    from service.schedules import next_runs
+    from service.crawl.schedules import next_runs
+    from service.query.queries import last_runs
 
     with engine().connect() as conn:
         runs = last_runs(conn)
@@ -355,7 +355,7 @@ def versions(
     limit: Annotated[int, typer.Option(min=1, max=10000)] = 20, fmt: FormatOpt = Format.table
 ) -> None:
     """Catalog versions, newest first."""
-    from service.queries import list_versions
+    from service.query.queries import list_versions
 
     with engine().connect() as conn:
         rows = list_versions(conn, limit)
@@ -375,7 +375,7 @@ def runs(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Crawl runs, newest first, with status and counts."""
-    from service.queries import list_crawl_runs
+    from service.query.queries import list_crawl_runs
 
     with engine().connect() as conn:
         rows = list_crawl_runs(conn, source, limit)
@@ -391,7 +391,7 @@ def unmapped(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Names crawls reported that reference data does not know (add aliases for them)."""
-    from service.quality import list_unmapped
+    from service.query.quality import list_unmapped
 
     if kind and kind not in ("gpu", "region", "provider"):
         raise UsageProblem("--kind: one of gpu, region, provider")
@@ -416,8 +416,8 @@ def quality(
 ) -> None:
     """The data-quality report of GET /v1/quality: offers without a GPU model or a country,
     totals, and identities whose sources disagree on the price (every figure kept)."""
-    from service.output import dumps
-    from service.quality import quality_report
+    from service.cli.output import dumps
+    from service.query.quality import quality_report
 
     if fmt not in (Format.table, Format.json):
         raise UsageProblem("--format: table or json (the report is one document)")
@@ -493,7 +493,7 @@ def seed(fmt: FormatOpt = Format.table) -> None:
     """Load reference data and replay every source's bundled fixtures into the catalog."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from service.seed import seed_catalog
+    from service.crawl.seed import seed_catalog
 
     with Progress(
         TextColumn("seeding {task.description:<26}"),
@@ -549,7 +549,7 @@ def scheduler() -> None:
     import signal
     import threading
 
-    from service.scheduler import Leader
+    from service.crawl.scheduler import Leader
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
@@ -563,17 +563,17 @@ def scheduler() -> None:
     leader.stop()
 
 
-from service.cli_compliance import register as register_compliance  # noqa: E402
+from service.cli.compliance import register as register_compliance  # noqa: E402
 
 register_compliance(app)
 
 
-from service.cli_alerts import register as register_alerts  # noqa: E402
+from service.cli.alerts import register as register_alerts  # noqa: E402
 
 register_alerts(app)
 
 
-from service.cli_query import register as register_query  # noqa: E402
+from service.cli.query import register as register_query  # noqa: E402
 
 register_query(app)
 
