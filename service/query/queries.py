@@ -380,7 +380,8 @@ def _located(condition: ColumnElement[bool]) -> ColumnElement[bool]:
 def in_countries_sql(countries: Sequence[str]) -> ColumnElement[bool]:
     """The offer is in one of ``countries``: its own country is, or (an offer without one:
     ``global``) one of its locations' is. The SQL twin of
-    ``service.catalog.locations.in_countries``; the EXISTS probes ``ix_offer_location_offer_id_country`` for placeless rows only."""
+    ``service.catalog.locations.in_countries``; the EXISTS probes
+    ``ix_offer_location_offer_id_country`` for placeless rows only."""
     own = OFFER.c.country == countries[0] if len(countries) == 1 else OFFER.c.country.in_(countries)
     where = (
         LOCATION.c.country == countries[0]
