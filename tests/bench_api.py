@@ -67,7 +67,9 @@ from service.catalog.reference import load_reference
 from service.core.config import REFERENCE_DIR, Settings
 from service.core.db import make_engine
 from service.core.migrate import upgrade
-from service.query.queries import OfferFilters, current_version, list_offers
+from service.query.filters import OfferFilters
+from service.query.offers import list_offers
+from service.query.versions import current_version
 from tests.bench_ingest import synthetic
 
 N = int(os.environ.get("GPUATLAS_BENCH_API_OFFERS", "200000"))

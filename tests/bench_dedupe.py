@@ -34,17 +34,9 @@ from sqlalchemy import Connection, exists, or_, select, text
 
 from service.catalog.ingest import CrawlResult, ingest
 from service.core.db import normalize_url
-from service.query.queries import (
-    GPU,
-    OFFER,
-    OFFER_COLUMNS,
-    OfferFilters,
-    also_from,
-    base_query,
-    list_offers,
-    offers_query,
-    stream_offers,
-)
+from service.query.filters import OfferFilters
+from service.query.offers import also_from, base_query, list_offers, offers_query, stream_offers
+from service.query.sql import GPU, OFFER, OFFER_COLUMNS
 from tests.bench_ingest import prepared, synthetic
 from tests.pg import pg_database
 

@@ -16,7 +16,7 @@ from service.api.conditional import content_etag, matches
 from service.api.main import create_app
 from service.catalog.ingest import CrawlResult, ingest
 from service.core.config import REFERENCE_DIR, Settings
-from service.query.queries import current_version
+from service.query.versions import current_version
 from tests.factories import records
 
 LISTING = "/v1/offers?limit=5"

@@ -15,7 +15,7 @@ from schema.api import OfferDetail, Page
 from schema.compliance import Certification
 from service.api.main import create_app
 from service.core.config import Settings
-from service.query.queries import snapshot_token
+from service.query.facts import snapshot_token
 from tests.test_api_query import seed
 
 CERT = Certification.__table__  # type: ignore[attr-defined]

@@ -16,7 +16,8 @@ from service.catalog.fx import Rate, store_rates
 from service.catalog.ingest import CrawlResult, Payload, Rejection, ingest
 from service.core.config import Settings
 from service.core.db import writer
-from service.query.queries import get_offer, offer_history
+from service.query.history import offer_history
+from service.query.offers import get_offer
 from tests.factories import OBS, OFFER, VERSION, catalog_state, check_invariants, record, records
 
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]

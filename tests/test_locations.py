@@ -35,13 +35,8 @@ from service.catalog.locations import (
 )
 from service.catalog.reference import ReferenceError, load_reference, read_reference
 from service.core.config import REFERENCE_DIR, Settings
-from service.query.queries import (
-    ComplianceSets,
-    OfferFilters,
-    list_offers,
-    offers_query,
-    resolve_compliance,
-)
+from service.query.filters import ComplianceSets, OfferFilters, resolve_compliance
+from service.query.offers import list_offers, offers_query
 from tests.factories import record
 
 OFFER = Offer.__table__  # type: ignore[attr-defined]

@@ -19,13 +19,9 @@ from service.catalog.locations import in_countries, locations_of
 from service.core.config import Settings
 from service.core.db import make_engine
 from service.crawl.seed import seed_catalog
-from service.query.queries import (
-    OfferFilters,
-    eligible_providers,
-    explain_exclusions,
-    list_offers,
-    resolve_compliance,
-)
+from service.query.eligibility import eligible_providers, explain_exclusions
+from service.query.filters import OfferFilters, resolve_compliance
+from service.query.offers import list_offers
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 

@@ -15,6 +15,8 @@ from schema.records import OfferRecord
 from service.catalog.ingest import CrawlResult, ingest
 from service.catalog.reference import load_reference
 from service.core.config import REFERENCE_DIR, Settings
+from service.query.filters import OfferFilters
+from service.query.offers import list_offers, stream_offers
 from service.query.precedence import (
     PEER_PRECEDENCE,
     UNKNOWN_PEER_RANK,
@@ -25,7 +27,7 @@ from service.query.precedence import (
     source_key,
     source_rank,
 )
-from service.query.queries import OfferFilters, current_version, list_offers, stream_offers
+from service.query.versions import current_version
 from tests.factories import record
 
 

@@ -10,7 +10,7 @@ from sqlalchemy import Connection, Engine
 
 from service.api.problems import Problem
 from service.core.config import Settings
-from service.query.queries import current_version
+from service.query.versions import current_version
 
 CACHE_SECONDS = 300
 """Crawls run every few hours at most: five minutes of staleness is harmless."""

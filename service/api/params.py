@@ -14,15 +14,14 @@ from schema.codes import country_codes, currency_codes
 from schema.enums import PriceKind
 from service.api.deps import ConnDep
 from service.api.problems import Problem
-from service.query.queries import (
+from service.query.filters import (
     ComplianceRefused,
     ComplianceSets,
     ComplianceUnavailable,
     OfferFilters,
-    current_version,
     resolve_compliance,
-    version_at,
 )
+from service.query.versions import current_version, version_at
 
 FILTER_PARAMS = {
     "gpu",

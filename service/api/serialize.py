@@ -21,7 +21,7 @@ from schema.api import (
     OfferPublic,
 )
 from service.core.units import q
-from service.query.queries import OfferContext
+from service.query.facts import OfferContext
 
 
 def _money(amount: Decimal | None, currency: str) -> dict[str, Any] | None:
@@ -121,7 +121,7 @@ def dumps(value: Any) -> bytes:
 
 
 def offer_public(row: dict[str, Any], gpu_names: dict[str, str]) -> OfferPublic:
-    """``gpu_names``: :attr:`service.query.queries.OfferContext.gpu_names`."""
+    """``gpu_names``: :attr:`service.query.facts.OfferContext.gpu_names`."""
     return OfferPublic(**_offer_json(row, gpu_names))  # the money dicts validate into Money
 
 

@@ -22,7 +22,7 @@ No basis: no rows, and the listing says "location not published".
 :func:`derive` is pure; :func:`refresh` and :func:`refresh_after_ingest` are the thin
 database layer, run by the catalog writer inside its transaction (an ingest, a reference
 load). The filters' one definition of "an offer is in country X" for Python callers is
-:func:`in_countries` (the SQL twin is ``service.query.queries.apply_filters``).
+:func:`in_countries` (the SQL twin is ``service.query.filters.apply_filters``).
 """
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ def pick(
 
 def locations_text(locations: Sequence[Mapping[str, Any]]) -> str | None:
     """Exports' text form: ``region:country:basis`` per location joined by ``"; "`` (the
-    SQL twin is ``service.query.queries.location_columns``); None without locations."""
+    SQL twin is ``service.query.places.location_columns``); None without locations."""
     if not locations:
         return None
     return "; ".join(f"{loc['region']}:{loc['country'] or ''}:{loc['basis']}" for loc in locations)

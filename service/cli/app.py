@@ -316,7 +316,7 @@ def sources_cmd(fmt: FormatOpt = Format.table) -> None:
     """Every source: provider, kind, schedule, last run and when the next one is due."""
     from crawlers.registry import all_sources as registry
     from service.crawl.schedules import next_runs
-    from service.query.queries import last_runs
+    from service.query.runs import last_runs
 
     with engine().connect() as conn:
         runs = last_runs(conn)
@@ -355,7 +355,7 @@ def versions(
     limit: Annotated[int, typer.Option(min=1, max=10000)] = 20, fmt: FormatOpt = Format.table
 ) -> None:
     """Catalog versions, newest first."""
-    from service.query.queries import list_versions
+    from service.query.versions import list_versions
 
     with engine().connect() as conn:
         rows = list_versions(conn, limit)
@@ -375,7 +375,7 @@ def runs(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Crawl runs, newest first, with status and counts."""
-    from service.query.queries import list_crawl_runs
+    from service.query.runs import list_crawl_runs
 
     with engine().connect() as conn:
         rows = list_crawl_runs(conn, source, limit)

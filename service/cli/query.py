@@ -418,7 +418,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Current offers (or --as-of a version or time), cheapest USD per GPU-hour first."""
         from service.core.units import q
-        from service.query.queries import also_from, catalog_facts, list_offers
+        from service.query.facts import catalog_facts
+        from service.query.offers import also_from, list_offers
 
         key = sort.removeprefix("-")
         if key not in SORTS:
@@ -506,7 +507,8 @@ def register(app: typer.Typer) -> None:
         fmt: FormatOpt = Format.table,
     ) -> None:
         """Providers with a matching offer, each with its cheapest one (USD per GPU-hour)."""
-        from service.query.queries import catalog_facts, eligible_providers, explain_exclusions
+        from service.query.eligibility import eligible_providers, explain_exclusions
+        from service.query.facts import catalog_facts
 
         with engine().connect() as conn:
             listing = build_listing(conn, filters, UsageProblem, CliError)
@@ -596,8 +598,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """An offer's price history, oldest first, with provenance, and a chart under it."""
         from schema.types import utcnow
-        from service.query.queries import NotFound, history_buckets, offer_history
-        from service.query.queries import Resolution as BucketSize
+        from service.query.history import Resolution as BucketSize
+        from service.query.history import history_buckets, offer_history
+        from service.query.sql import NotFound
 
         with engine().connect() as conn:
             try:
@@ -664,7 +667,7 @@ def register(app: typer.Typer) -> None:
         fmt: FormatOpt = Format.table,
     ) -> None:
         """Offers added, changed (old and new price) or withdrawn between two versions."""
-        from service.query.queries import current_version, diff_versions
+        from service.query.versions import current_version, diff_versions
 
         for name, value in (("V", old), ("W", new)):
             if value is not None and not 0 <= value <= 2**31 - 1:
@@ -808,7 +811,8 @@ def export_chunks(
 def _matching(eng: Engine, listing: Listing) -> int:
     from sqlalchemy import func, select
 
-    from service.query.queries import OFFER, base_query
+    from service.query.offers import base_query
+    from service.query.sql import OFFER
 
     with eng.connect() as conn:
         ids = base_query(

@@ -29,7 +29,7 @@ from service.core.config import Settings
 from service.core.db import writer
 from service.crawl.schedules import intervals, parse_interval  # noqa: F401 (re-exported)
 from service.crawl.sources import sync_sources
-from service.query.queries import last_good_crawls
+from service.query.runs import last_good_crawls
 
 log = logging.getLogger("gpuatlas.scheduler")
 LEADER_LOCK_KEY = 0x67707562  # "gpub"

@@ -22,8 +22,10 @@ from sqlalchemy.sql.elements import ColumnElement
 from schema.crawl import UnmappedName
 from schema.enums import OfferStatus
 from schema.prices import OfferLocation
+from service.query.offers import source_report
 from service.query.precedence import source_key
-from service.query.queries import OFFER, current_version, source_report
+from service.query.sql import OFFER
+from service.query.versions import current_version
 
 UNMAPPED = UnmappedName.__table__  # type: ignore[attr-defined]
 LOCATION = OfferLocation.__table__  # type: ignore[attr-defined]

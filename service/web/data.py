@@ -1,4 +1,4 @@
-"""Small read queries the pages need and ``service.query.queries`` does not offer (never writes)."""
+"""Small read queries the pages need and ``service.query`` does not offer (never writes)."""
 
 from __future__ import annotations
 
@@ -7,18 +7,10 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
-from service.query.queries import (
-    CERT,
-    GPU,
-    OFFER,
-    PROVIDER,
-    RUN,
-    RUN_SUMMARY_COLUMNS,
-    ComplianceSets,
-    OfferFilters,
-    base_query,
-    last_runs,
-)
+from service.query.filters import ComplianceSets, OfferFilters
+from service.query.offers import base_query
+from service.query.runs import RUN_SUMMARY_COLUMNS, last_runs
+from service.query.sql import CERT, GPU, OFFER, PROVIDER, RUN
 
 
 def count_offers(

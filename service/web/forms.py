@@ -17,7 +17,8 @@ from starlette.datastructures import QueryParams
 
 from schema.codes import country_codes
 from schema.enums import PriceKind
-from service.query.queries import SORT_KEYS, OfferFilters
+from service.query.filters import OfferFilters
+from service.query.sql import SORT_KEYS
 
 PER_PAGE_CHOICES = (25, 50, 100)
 DEFAULT_PER_PAGE = 50

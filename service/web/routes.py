@@ -19,21 +19,17 @@ from schema.enums import PriceKind
 from service.api.deps import ConnDep
 from service.compliance import NOTICE
 from service.compliance.queries import ComplianceError, export_control
-from service.query.queries import (
+from service.query.facts import offer_context
+from service.query.filters import (
     ComplianceRefused,
     ComplianceUnavailable,
-    NotFound,
     OfferFilters,
-    also_from,
-    get_gpu,
-    get_offer,
-    get_provider,
-    list_offers,
-    list_providers,
-    offer_context,
-    offer_history,
     resolve_compliance,
 )
+from service.query.history import offer_history
+from service.query.offers import also_from, get_offer, list_offers
+from service.query.reference import get_gpu, get_provider, list_providers
+from service.query.sql import NotFound
 from service.web import data
 from service.web.chart import step_chart
 from service.web.forms import (

@@ -14,13 +14,8 @@ from service.api.problems import Problem
 from service.api.serialize import change_public
 from service.crawl.schedules import next_runs
 from service.crawl.sources import list_sources
-from service.query.queries import (
-    change_feed,
-    current_version,
-    diff_versions,
-    last_runs,
-    list_versions,
-)
+from service.query.runs import last_runs
+from service.query.versions import change_feed, current_version, diff_versions, list_versions
 
 router = APIRouter(prefix="/v1", tags=["catalog"])
 

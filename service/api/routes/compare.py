@@ -20,12 +20,8 @@ from service.api.deps import ConnDep, cache, reject_unknown_params
 from service.api.params import FILTER_PARAMS, ListingDep
 from service.api.serialize import offer_public
 from service.core.units import HOURS_PER_MONTH, q
-from service.query.queries import (
-    catalog_facts,
-    cheapest_by_kind,
-    eligible_providers,
-    explain_exclusions,
-)
+from service.query.eligibility import cheapest_by_kind, eligible_providers, explain_exclusions
+from service.query.facts import catalog_facts
 
 router = APIRouter(prefix="/v1", tags=["compare"])
 

@@ -4,7 +4,7 @@ Every export reads one statement in one snapshot (PostgreSQL: a REPEATABLE READ
 transaction), in offer id order, and is sent in chunks of about 64 KiB.
 
 PostgreSQL, CSV and JSON Lines: the server writes the body. The export's statement
-(:func:`service.query.queries.base_query` with the same filters, ``version`` and compliance sets)
+(:func:`service.query.offers.base_query` with the same filters, ``version`` and compliance sets)
 selects every column already as the Python path's text (:func:`_server_columns`: NUMERIC
 through ``trim_scale``, timestamps as ``isoformat()`` of the UTC value, booleans as
 true/false) and runs as ``COPY (…) TO STDOUT`` (:mod:`service.query.pg_copy`; its parameters bound
@@ -60,17 +60,12 @@ from schema.types import DecimalType, UTCDateTime, decimal_to_text
 from service.api.deps import ConnDep, cache, get_engine, reject_unknown_params
 from service.api.params import FILTER_PARAMS, ListingDep
 from service.catalog.locations import locations_text
+from service.query.filters import ComplianceSets, OfferFilters
+from service.query.offers import base_query, stream_offers
+from service.query.offers import stream_raw_offers as stream_raw
 from service.query.pg_copy import CSV, LINES, compile_copy, copy_out, usable
-from service.query.queries import (
-    OFFER,
-    OFFER_COLUMNS,
-    ComplianceSets,
-    OfferFilters,
-    base_query,
-    location_columns,
-    stream_offers,
-)
-from service.query.queries import stream_raw_offers as stream_raw
+from service.query.places import location_columns
+from service.query.sql import OFFER, OFFER_COLUMNS
 
 router = APIRouter(prefix="/v1", tags=["export"])
 
@@ -142,7 +137,7 @@ EXPORT_COLUMNS = [SELECTED[column] for _, column in COLUMNS if column in SELECTE
 
 def _columns(filters: OfferFilters, compliance: ComplianceSets, dialect: str) -> list[Any]:
     """The export's columns for these filters: ``country`` and the two location columns
-    follow the location filters (:func:`service.query.queries.location_columns`)."""
+    follow the location filters (:func:`service.query.places.location_columns`)."""
     country, location_region, locations = location_columns(filters, compliance, dialect)
     columns = [country if c.name == "country" else c for c in EXPORT_COLUMNS]
     return [*columns, location_region, locations]
@@ -345,7 +340,7 @@ def _copied(
 ) -> Iterator[bytes]:
     """The CSV / JSON Lines body written by PostgreSQL (``COPY … TO STDOUT``).
 
-    The same statement as the Python path (:func:`service.query.queries.base_query`, id order);
+    The same statement as the Python path (:func:`service.query.offers.base_query`, id order);
     JSON Lines: ``row_to_json`` of it (compact, keys in ``COLUMNS`` order, non-ASCII as
     is, control characters escaped as orjson escapes them).
     """

@@ -10,7 +10,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from schema.types import utcnow
 from service.api.deps import ConnDep
-from service.query.queries import catalog_counts, crawl_status_counts, last_good_crawls
+from service.query.runs import catalog_counts, crawl_status_counts, last_good_crawls
 
 router = APIRouter(tags=["health"])
 

@@ -19,17 +19,11 @@ from service.api.problems import Problem
 from service.api.serialize import dumps, observation_public, offer_json
 from service.catalog.fx import FxTable
 from service.core.units import q
-from service.query.queries import (
-    SORT_KEYS,
-    After,
-    NotFound,
-    also_from,
-    get_offer,
-    history_buckets,
-    list_offers,
-    offer_context,
-)
-from service.query.queries import offer_history as query_history
+from service.query.facts import offer_context
+from service.query.history import history_buckets
+from service.query.history import offer_history as query_history
+from service.query.offers import After, also_from, get_offer, list_offers
+from service.query.sql import SORT_KEYS, NotFound
 
 router = APIRouter(prefix="/v1", tags=["offers"])
 

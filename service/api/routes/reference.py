@@ -9,14 +9,8 @@ from fastapi import APIRouter, Depends, Query
 from schema.types import utcnow
 from service.api.deps import ConnDep, VersionDep, reject_unknown_params
 from service.api.problems import Problem
-from service.query.queries import (
-    NotFound,
-    get_gpu,
-    get_provider,
-    list_gpus,
-    list_providers,
-    list_regions,
-)
+from service.query.reference import get_gpu, get_provider, list_gpus, list_providers, list_regions
+from service.query.sql import NotFound
 
 router = APIRouter(prefix="/v1", tags=["reference"])
 

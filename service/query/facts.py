@@ -1,0 +1,142 @@
+"""What a page of offers needs besides the offers: the small catalog tables, read whole.
+
+Regions, certifications, GPU facts and last good crawls, cached per database snapshot
+(:func:`catalog_facts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Connection, exists, or_, select
+
+from schema.enums import OfferStatus
+from service.query.runs import last_good_crawls
+from service.query.sql import CERT, CLASSIFICATION, GPU, OFFER, REGION
+
+
+@dataclass
+class OfferContext:
+    """What a page of offers needs besides the offers (read-only: may be shared, see below)."""
+
+    regions: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    certifications: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    export_control: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tflops_bf16: dict[str, Decimal] = field(default_factory=dict)
+    last_confirmed: dict[str, datetime] = field(default_factory=dict)
+    families: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """GPU family -> its slugs."""
+    live_gpus: frozenset[str] = frozenset()
+    """GPU slugs with at least one active offer."""
+    gpu_names: dict[str, str] = field(default_factory=dict)
+    """GPU slug -> its human name ("H100 SXM 80GB"): read with the facts, not joined per row
+    (a per-row lookup in the listing's statement cost 10-40 %, docs/benchmarks.md)."""
+
+    def gpu_label(self, row: dict[str, Any]) -> str | None:
+        """What people read for an offer's GPU: the model's name; an unmapped raw name marked
+        ``(unrecognized)``; None when the source named no GPU."""
+        slug = row.get("gpu_slug")
+        if slug:
+            return self.gpu_names.get(slug, slug)
+        raw = row.get("gpu_name_raw")
+        return f"{raw} (unrecognized)" if raw else None
+
+
+FACTS_KEY = "gpuatlas.catalog_facts"
+
+
+def snapshot_token(conn: Connection) -> tuple[Any, ...] | None:
+    """A value equal for two reads only if they see the same committed data (None: unknown).
+
+    SQLite: ``PRAGMA data_version`` (changes when another connection commits; inside a read
+    transaction it stays at the transaction's snapshot) and the connection's own
+    ``total_changes``. PostgreSQL: the transaction's snapshot (``pg_current_snapshot()``,
+    which under REPEATABLE READ fixes what every statement sees); None once the transaction
+    has written itself (its own writes are not in the snapshot's text).
+    """
+    if conn.dialect.name == "sqlite":
+        version = conn.exec_driver_sql("PRAGMA data_version").scalar()
+        return (version, getattr(conn.connection.dbapi_connection, "total_changes", None))
+    if conn.dialect.name == "postgresql":
+        snapshot, own = conn.exec_driver_sql(
+            "SELECT pg_current_snapshot()::text, pg_current_xact_id_if_assigned()::text"
+        ).one()
+        return None if own is not None else (snapshot,)
+    return None
+
+
+def catalog_facts(conn: Connection, on: date) -> OfferContext:
+    """Regions, certifications valid ``on``, GPU facts and last good crawls: all of them.
+
+    Small tables read whole, cached on the database connection and reused while
+    :func:`snapshot_token` says nothing was committed since (so never stale); the result
+    is shared between requests and must not be modified.
+    """
+    token = snapshot_token(conn)
+    info = conn.connection.info
+    cached = info.get(FACTS_KEY)
+    if token is not None and cached is not None and cached[0] == (token, on):
+        return cached[1]  # type: ignore[no-any-return]
+    facts = _load_facts(conn, on)
+    if token is not None:
+        info[FACTS_KEY] = ((token, on), facts)
+    return facts
+
+
+def _load_facts(conn: Connection, on: date) -> OfferContext:
+    ctx = OfferContext()
+    for r in conn.execute(
+        select(REGION.c.provider, REGION.c.code, REGION.c.name, REGION.c.city, REGION.c.country)
+    ).mappings():
+        ctx.regions[(r["provider"], r["code"])] = dict(r)
+    certs = conn.execute(
+        select(CERT.c.provider, CERT.c.scheme, CERT.c.valid_to, CERT.c.regions)
+        .where(
+            CERT.c.status == "certified",
+            CERT.c.superseded_at.is_(None),
+            or_(CERT.c.valid_from.is_(None), CERT.c.valid_from <= on),
+            or_(CERT.c.valid_to.is_(None), CERT.c.valid_to >= on),
+        )
+        .order_by(CERT.c.provider, CERT.c.scheme)
+    ).mappings()
+    for c in certs:
+        ctx.certifications.setdefault(c["provider"], []).append(
+            {"scheme": c["scheme"], "valid_to": c["valid_to"], "regions": c["regions"]}
+        )
+    families: dict[str, list[str]] = {}
+    for g in conn.execute(
+        select(GPU.c.slug, GPU.c.family, GPU.c.name, GPU.c.tflops_bf16)
+    ).mappings():
+        ctx.gpu_names[g["slug"]] = g["name"]
+        if g["tflops_bf16"] is not None:
+            ctx.tflops_bf16[g["slug"]] = g["tflops_bf16"]
+        families.setdefault(g["family"], []).append(g["slug"])
+    ctx.families = {f: tuple(sorted(slugs)) for f, slugs in families.items()}
+    classes = conn.execute(
+        select(CLASSIFICATION.c.gpu_slug, CLASSIFICATION.c.eccn, CLASSIFICATION.c.basis)
+        .where(
+            or_(
+                CLASSIFICATION.c.effective_from.is_(None),
+                CLASSIFICATION.c.effective_from <= on,
+            ),
+        )
+        .order_by(CLASSIFICATION.c.gpu_slug, CLASSIFICATION.c.effective_from)
+    ).mappings()
+    for k in classes:
+        ctx.export_control[k["gpu_slug"]] = {"eccn": k["eccn"], "basis": k["basis"]}
+    ctx.last_confirmed = last_good_crawls(conn)
+    live = select(GPU.c.slug).where(
+        exists().where(OFFER.c.gpu_slug == GPU.c.slug, OFFER.c.status == OfferStatus.active.value)
+    )
+    ctx.live_gpus = frozenset(r[0] for r in conn.execute(live))
+    return ctx
+
+
+def offer_context(conn: Connection, rows: Sequence[dict[str, Any]], on: date) -> OfferContext:
+    """Regions, valid certifications, GPU facts and last good crawls for offers (shared)."""
+    del rows  # the facts cover every offer; kept for callers that name their page
+    return catalog_facts(conn, on)

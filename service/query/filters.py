@@ -1,0 +1,246 @@
+"""What a request may filter offers by, and those filters as SQL.
+
+:class:`OfferFilters` holds the request's filters; the compliance ones (``cert``, ``gdpr``,
+``export_destination``) are resolved to plain sets by the compliance module
+(:func:`resolve_compliance`) before :func:`apply_filters` adds every filter to a statement.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Connection, Select, and_, false, or_, select
+
+from service.query.sql import (
+    GPU,
+    LOCATION,
+    OFFER,
+    PROVIDER,
+    gpu_hour_key,
+    in_countries_sql,
+    located,
+    outside_countries_sql,
+    price_key_bound,
+    sortable,
+)
+
+
+class ComplianceUnavailable(RuntimeError):
+    """A compliance filter was asked for but the compliance module is not installed."""
+
+    def __init__(self, parameter: str) -> None:
+        super().__init__(f"{parameter}: compliance filters are not available yet")
+        self.parameter = parameter
+
+
+@dataclass(frozen=True)
+class OfferFilters:
+    gpu: str | None = None
+    """A canonical slug or a family (e.g. 'h100')."""
+    provider: str | Sequence[str] | None = None
+    country: str | None = None
+    price_kind: str | None = None
+    source: str | None = None
+    min_gpus: Decimal | None = None
+    max_gpus: Decimal | None = None
+    min_gpu_memory_gb: Decimal | None = None
+    region: str | None = None
+    not_country: Sequence[str] = ()
+    gdpr: str | None = None
+    """A GDPR filter word: eu_eea | adequacy | any (see service.compliance.residency)."""
+    cert: Sequence[str] = ()
+    provider_hq_not_in: Sequence[str] = ()
+    export_destination: str | None = None
+    bare_metal: bool | None = None
+    max_price_per_gpu_hour: Decimal | None = None
+    """USD per GPU-hour."""
+    include_peers: bool = False
+    """False: one row per (provider, sku, region, price kind), from the most authoritative
+    source reporting it (see :mod:`service.query.precedence`); True: every source's offers."""
+
+    def providers(self) -> list[str]:
+        if not self.provider:
+            return []
+        if isinstance(self.provider, str):
+            return [self.provider]
+        return list(self.provider)
+
+    def active(self) -> dict[str, Any]:
+        """The filters that are set (for explanations and cache keys)."""
+        out: dict[str, Any] = {}
+        for name in (
+            "gpu",
+            "provider",
+            "country",
+            "price_kind",
+            "source",
+            "min_gpus",
+            "max_gpus",
+            "min_gpu_memory_gb",
+            "region",
+            "not_country",
+            "gdpr",
+            "cert",
+            "provider_hq_not_in",
+            "export_destination",
+            "bare_metal",
+            "max_price_per_gpu_hour",
+        ):
+            value = getattr(self, name)
+            if value is not None and value != () and value != [] and value != "":
+                out[name] = value
+        return out
+
+
+@dataclass(frozen=True)
+class ComplianceSets:
+    """Compliance filters resolved to plain sets by ``service.compliance.filters``."""
+
+    cert_providers: frozenset[str] | None = None
+    gdpr_countries: frozenset[str] | None = None
+    licence_gpus: frozenset[str] | None = None
+
+
+def _compliance_module() -> Any | None:
+    try:
+        return importlib.import_module("service.compliance.filters")
+    except ModuleNotFoundError:
+        return None
+
+
+def resolve_compliance(
+    conn: Connection, filters: OfferFilters, on: date | None = None
+) -> ComplianceSets:
+    """Ask the compliance module for the sets behind ``cert``, ``gdpr``, ``export_destination``.
+
+    Raises :class:`ComplianceUnavailable` when one is asked for and the module is missing.
+    """
+    if not (filters.cert or filters.gdpr or filters.export_destination):
+        return ComplianceSets()
+    module = _compliance_module()
+    on = on or datetime.now(UTC).date()
+    cert_providers = gdpr_countries = licence_gpus = None
+    if filters.cert:
+        helper = getattr(module, "providers_with_certs", None)
+        if helper is None:
+            raise ComplianceUnavailable("cert")
+        cert_providers = frozenset(_ask("cert", helper, conn, list(filters.cert), on))
+    if filters.gdpr:
+        helper = getattr(module, "gdpr_countries", None)
+        if helper is None:
+            raise ComplianceUnavailable("gdpr")
+        gdpr_countries = frozenset(_ask("gdpr", helper, conn, on=on, zone=filters.gdpr))
+    if filters.export_destination:
+        helper = getattr(module, "gpus_needing_licence", None)
+        if helper is None:
+            raise ComplianceUnavailable("export_destination")
+        destination = filters.export_destination.upper()
+        licence_gpus = frozenset(_ask("export_destination", helper, conn, destination, on))
+    return ComplianceSets(cert_providers, gdpr_countries, licence_gpus)
+
+
+class ComplianceRefused(ValueError):
+    """The compliance module refused a filter value (unknown scheme, no rule set in force)."""
+
+    def __init__(self, parameter: str, reason: str) -> None:
+        super().__init__(f"{parameter}: {reason}")
+        self.parameter, self.reason = parameter, reason
+
+
+def _ask(parameter: str, helper: Any, *args: Any, **kwargs: Any) -> Any:
+    try:
+        return helper(*args, **kwargs)
+    except (ValueError, LookupError) as exc:
+        raise ComplianceRefused(parameter, str(exc)) from None
+    except Exception as exc:
+        if type(exc).__module__.startswith("service.compliance"):
+            raise ComplianceRefused(parameter, str(exc)) from None
+        raise
+
+
+def apply_filters(
+    stmt: Select[Any],
+    filters: OfferFilters,
+    dialect: str,
+    compliance: ComplianceSets | None = None,
+    *,
+    skip: str | None = None,
+    version: int | None = None,
+    gpus: Sequence[str] | None = None,
+) -> Select[Any]:
+    """Add every set filter (except ``skip``, used to explain exclusions) to ``stmt``.
+
+    ``version`` says which read ``stmt`` is (None = current), for the price filter.
+    ``gpus``: the GPU filter already resolved to slugs (see
+    :func:`service.query.offers.live_gpu_slugs`).
+    """
+
+    def on(name: str) -> bool:
+        return name != skip
+
+    if filters.gpu and on("gpu") and gpus is not None:
+        if len(gpus) == 1:  # an equality: the (gpu_slug, status, price, id) index walk
+            stmt = stmt.where(OFFER.c.gpu_slug == gpus[0])
+        else:
+            stmt = stmt.where(OFFER.c.gpu_slug.in_(gpus) if gpus else false())
+    elif filters.gpu and on("gpu"):
+        gpu = filters.gpu.lower()
+        family = select(GPU.c.slug).where(GPU.c.family == gpu)
+        stmt = stmt.where(or_(OFFER.c.gpu_slug == gpu, OFFER.c.gpu_slug.in_(family)))
+    providers = filters.providers()
+    if providers and on("provider"):
+        stmt = stmt.where(OFFER.c.provider.in_(providers))
+    if filters.country and on("country"):
+        stmt = stmt.where(in_countries_sql([filters.country.upper()]))
+    if filters.not_country and on("not_country"):
+        excluded = [c.upper() for c in filters.not_country]
+        stmt = stmt.where(outside_countries_sql(excluded))
+    if filters.region and on("region"):
+        stmt = stmt.where(
+            or_(OFFER.c.region == filters.region, located(LOCATION.c.region == filters.region))
+        )
+    if filters.price_kind and on("price_kind"):
+        stmt = stmt.where(OFFER.c.price_kind == filters.price_kind)
+    if filters.source and on("source"):
+        stmt = stmt.where(OFFER.c.source == filters.source)
+    count = sortable(OFFER.c.gpu_count, dialect)
+    if filters.min_gpus is not None and on("min_gpus"):
+        stmt = stmt.where(count >= _number(filters.min_gpus, dialect))
+    if filters.max_gpus is not None and on("max_gpus"):
+        stmt = stmt.where(count <= _number(filters.max_gpus, dialect))
+    if filters.min_gpu_memory_gb is not None and on("min_gpu_memory_gb"):
+        wanted = _number(filters.min_gpu_memory_gb, dialect)
+        big = select(GPU.c.slug).where(sortable(GPU.c.memory_gb, dialect) >= wanted)
+        stmt = stmt.where(
+            or_(
+                sortable(OFFER.c.gpu_memory_gb, dialect) >= wanted,
+                and_(OFFER.c.gpu_memory_gb.is_(None), OFFER.c.gpu_slug.in_(big)),
+            )
+        )
+    if filters.bare_metal is not None and on("bare_metal"):
+        stmt = stmt.where(OFFER.c.bare_metal.is_(filters.bare_metal))
+    if filters.max_price_per_gpu_hour is not None and on("max_price_per_gpu_hour"):
+        price = gpu_hour_key(dialect, version)
+        stmt = stmt.where(price <= price_key_bound(filters.max_price_per_gpu_hour))
+    if filters.provider_hq_not_in and on("provider_hq_not_in"):
+        excluded = [c.upper() for c in filters.provider_hq_not_in]
+        domestic = select(PROVIDER.c.slug).where(PROVIDER.c.hq_country.in_(excluded))
+        stmt = stmt.where(OFFER.c.provider.not_in(domestic))
+    compliance = compliance or ComplianceSets()
+    if compliance.cert_providers is not None and on("cert"):
+        stmt = stmt.where(OFFER.c.provider.in_(sorted(compliance.cert_providers)))
+    if compliance.gdpr_countries is not None and on("gdpr"):
+        stmt = stmt.where(in_countries_sql(sorted(compliance.gdpr_countries)))
+    if compliance.licence_gpus is not None and on("export_destination"):
+        licence = sorted(compliance.licence_gpus)
+        stmt = stmt.where(OFFER.c.gpu_slug.is_not(None), OFFER.c.gpu_slug.not_in(licence))
+    return stmt
+
+
+def _number(value: Decimal, dialect: str) -> Any:
+    return float(value) if dialect == "sqlite" else value

@@ -1,0 +1,330 @@
+"""Listing offers: the filtered, deduped, ordered read shared by the CLI, the API and the
+page (never writes).
+
+Two ways to read offers:
+
+* **current** (``version=None``): the denormalized current state, ``offer.observation_id``
+  joined to its observation, ``offer.status = 'active'``. The fast path.
+* **pinned** (``version=V``): the observations visible at catalog version V
+  (``version_from <= V`` and ``version_to`` null or ``> V``). Used for ``as_of`` and for
+  cursors issued before a newer ingest committed, so a listing paged across an ingest
+  returns each offer exactly once.
+
+Offer attributes (GPU count, country, bare metal...) are the offer's current ones in both
+paths; only prices (and which offers exist) are versioned.
+
+The default order (USD per GPU-hour) and ``max_price_per_gpu_hour`` use an exact integer
+sort key, USD per GPU-hour x 10^10 (:func:`service.query.sql.gpu_hour_key`): on the current
+path it is the indexed ``offer.gpu_hour_usd_e10`` that ingest writes with each price, on the
+pinned path it is computed from the observation, so a cursor's key means the same on both.
+The key is never returned; the exact ``Decimal`` is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from functools import partial
+from typing import Any
+
+from sqlalchemy import Connection, Select, and_, literal_column, or_, select, true, type_coerce
+from sqlalchemy.types import String
+
+from schema.enums import OfferStatus
+from service.query.facts import catalog_facts
+from service.query.filters import ComplianceSets, OfferFilters, apply_filters
+from service.query.places import place_rows
+from service.query.precedence import IDENTITY_FIELDS, source_key
+from service.query.sql import (
+    OBS,
+    OFFER,
+    OFFER_COLUMNS,
+    NotFound,
+    outranked,
+    sort_expression,
+    visible_at,
+)
+
+
+def base_query(
+    columns: Iterable[Any],
+    filters: OfferFilters,
+    dialect: str,
+    version: int | None = None,
+    compliance: ComplianceSets | None = None,
+    *,
+    skip: str | None = None,
+    scan: bool = False,
+    gpus: Sequence[str] | None = None,
+) -> Select[Any]:
+    """Offers with their price at ``version`` (None = current), filtered, peers deduped.
+
+    ``scan``: the caller reads every match (an export, a ranking); on SQLite the status test
+    is kept off the (status, price, id) index, whose equality would otherwise tempt the
+    planner into a walk plus a sort of the whole catalog instead of a rowid scan.
+    """
+    status = OFFER.c.status
+    if scan and dialect == "sqlite":
+        status = literal_column("+offer.status")
+    if version is None:
+        stmt = (
+            select(*columns)
+            .select_from(OFFER)
+            .join(OBS, OBS.c.id == OFFER.c.observation_id)
+            .where(status == OfferStatus.active.value)
+        )
+    else:
+        stmt = (
+            select(*columns)
+            .select_from(OFFER)
+            .join(OBS, and_(OBS.c.offer_id == OFFER.c.id, visible_at(OBS, version)))
+        )
+    stmt = apply_filters(stmt, filters, dialect, compliance, skip=skip, version=version, gpus=gpus)
+    if not filters.include_peers:
+        stmt = stmt.where(~outranked(version, dialect))
+    return stmt
+
+
+@dataclass(frozen=True)
+class After:
+    """Where the previous page ended: the sort value (None = null) and the offer id."""
+
+    value: Any
+    offer_id: int
+
+
+def offers_query(
+    filters: OfferFilters,
+    dialect: str,
+    *,
+    version: int | None = None,
+    compliance: ComplianceSets | None = None,
+    sort: str = "price_per_gpu_hour",
+    descending: bool = False,
+    after: After | None = None,
+    nulls: bool | None = None,
+    gpus: Sequence[str] | None = None,
+) -> Select[Any]:
+    """The listing: nulls last, then the sort key, then offer id (a total order).
+
+    ``sort_value`` (what a cursor carries) is the integer key for ``price_per_gpu_hour``.
+    ``nulls`` False / True: only the offers whose sort key is set / null, ordered so an
+    index on (…, key, id) serves the order (no leading ``key IS NULL`` term).
+    """
+    key = sort_expression(sort, dialect, version)
+    stmt = base_query(
+        (*OFFER_COLUMNS, key.label("sort_value")), filters, dialect, version, compliance, gpus=gpus
+    )
+    if after is not None and after.value is not None and sort == "price_per_gpu_hour":
+        after = After(int(Decimal(str(after.value))), after.offer_id)
+    if nulls is not None:
+        stmt = stmt.where(key.is_(None) if nulls else key.is_not(None))
+    if after is not None and nulls is not None:
+        if after.value is None:
+            stmt = stmt.where(OFFER.c.id > after.offer_id)
+        elif not nulls:
+            beyond = key < after.value if descending else key > after.value
+            stmt = stmt.where(or_(beyond, and_(key == after.value, OFFER.c.id > after.offer_id)))
+        after = None
+    if nulls:
+        return stmt.order_by(OFFER.c.id)
+    if nulls is False:
+        return stmt.order_by(key.desc() if descending else key, OFFER.c.id)
+    if after is not None:
+        if after.value is None:
+            stmt = stmt.where(key.is_(None), OFFER.c.id > after.offer_id)
+        else:
+            beyond = key < after.value if descending else key > after.value
+            stmt = stmt.where(
+                or_(
+                    key.is_(None),
+                    beyond,
+                    and_(key == after.value, OFFER.c.id > after.offer_id),
+                )
+            )
+    return stmt.order_by(key.is_(None), key.desc() if descending else key, OFFER.c.id)
+
+
+def list_offers(
+    conn: Connection,
+    filters: OfferFilters,
+    limit: int = 50,
+    offset: int = 0,
+    *,
+    version: int | None = None,
+    compliance: ComplianceSets | None = None,
+    sort: str = "price_per_gpu_hour",
+    descending: bool = False,
+    after: After | None = None,
+) -> list[dict[str, Any]]:
+    """A page of the listing (see :func:`offers_query` for the order).
+
+    The current listing by price per GPU-hour (the default) reads in two index-ordered
+    statements, offers with a price first, then (if the page is not full) those without,
+    in one transaction, so one snapshot.
+    """
+    query = partial(
+        offers_query,
+        filters,
+        conn.dialect.name,
+        version=version,
+        compliance=compliance,
+        sort=sort,
+        descending=descending,
+        after=after,
+        gpus=live_gpu_slugs(conn, filters.gpu) if version is None and filters.gpu else None,
+    )
+    if sort == "price_per_gpu_hour" and version is None and not offset:
+        rows: list[dict[str, Any]] = []
+        if after is None or after.value is not None:
+            rows = _dicts(conn.execute(query(nulls=False).limit(limit)))
+        if len(rows) < limit:
+            rows += _dicts(conn.execute(query(nulls=True).limit(limit - len(rows))))
+        return place_rows(conn, rows, filters, compliance)
+    stmt = query().limit(limit)
+    if offset:
+        stmt = stmt.offset(offset)
+    return place_rows(conn, _dicts(conn.execute(stmt)), filters, compliance)
+
+
+PAGE_OFFER = OFFER.alias("page_offer")
+"""The offers of a page, joined to the other offers of their identity (built once)."""
+
+
+def source_report(row: Any) -> dict[str, Any]:
+    """One source's figure for an identity (``also_from``, price disagreements)."""
+    return {
+        "source": row["source"],
+        "offer_id": row["id"],
+        "price_per_gpu_hour_usd": row["gpu_hour_usd"],
+    }
+
+
+def also_from(
+    conn: Connection, rows: Sequence[dict[str, Any]], *, version: int | None = None
+) -> dict[int, list[dict[str, Any]]]:
+    """Offer id -> the offers of *other* sources reporting the same (provider, sku, region,
+    price kind), current or at ``version``, most authoritative source first.
+
+    One statement for the page: its offers by id, each joined to the others of its identity
+    through ``ix_offer_identity`` (one probe per row). Disagreeing prices are kept as they
+    are, never averaged.
+    """
+    if not rows:
+        return {}
+    mine = PAGE_OFFER
+    ids = sorted({r["id"] for r in rows})
+    same = [
+        *(OFFER.c[name] == mine.c[name] for name in IDENTITY_FIELDS),
+        OFFER.c.source != mine.c.source,
+    ]
+    if version is None:
+        price = OFFER.c.gpu_hour_usd
+        # SQLite: the status test kept off ix_offer_status_gpu_hour, so the planner starts
+        # from the page's ids (without statistics it would walk every active offer)
+        sqlite = conn.dialect.name == "sqlite"
+        status = literal_column("+offer.status") if sqlite else OFFER.c.status
+        others = select(OFFER.c.id, OFFER.c.source, price).where(
+            *same, status == OfferStatus.active.value
+        )
+    else:
+        price = OBS.c.gpu_hour_usd
+        others = (
+            select(OFFER.c.id, OFFER.c.source, price)
+            .join(OBS, and_(OBS.c.offer_id == OFFER.c.id, visible_at(OBS, version)))
+            .where(*same)
+        )
+    if conn.dialect.name == "postgresql":
+        # LATERAL: one probe of ix_offer_identity per page row (a plain join is hashed
+        # against a scan of every offer); OFFSET 0 keeps the planner from flattening it
+        other = others.offset(0).lateral("other")
+        stmt = select(mine.c.id.label("page_id"), other).select_from(mine).join(other, true())
+    else:
+        stmt = others.add_columns(mine.c.id.label("page_id"))
+    stmt = stmt.where(mine.c.id.in_(ids))
+    out: dict[int, list[dict[str, Any]]] = {r["id"]: [] for r in rows}
+    for r in conn.execute(stmt).mappings():
+        out[r["page_id"]].append(source_report(r))
+    for reports in out.values():
+        reports.sort(key=lambda o: (source_key(o["source"]), o["offer_id"]))
+    return out
+
+
+def _dicts(result: Any) -> list[dict[str, Any]]:
+    """Every row of ``result`` as a dict (one fetch, the keys looked up once)."""
+    keys = tuple(result.keys())
+    return [dict(zip(keys, row, strict=True)) for row in result.all()]
+
+
+def live_gpu_slugs(conn: Connection, gpu: str) -> list[str]:
+    """The slugs a current ``gpu`` filter (a slug or a family) can match: those with offers.
+
+    Read from :func:`service.query.facts.catalog_facts` of the same snapshot, so an equality
+    (one live slug, the common case) can replace ``slug = x OR slug IN (family)`` and walk the
+    per-GPU index.
+    """
+    facts = catalog_facts(conn, datetime.now(UTC).date())
+    wanted = gpu.lower()
+    return sorted({wanted, *facts.families.get(wanted, ())} & facts.live_gpus)
+
+
+def stream_offers(
+    conn: Connection,
+    filters: OfferFilters,
+    *,
+    version: int | None = None,
+    compliance: ComplianceSets | None = None,
+    batch: int = 2000,
+) -> Iterator[list[dict[str, Any]]]:
+    """Every matching offer in id order, in batches, without loading them all."""
+    stmt = base_query(OFFER_COLUMNS, filters, conn.dialect.name, version, compliance, scan=True)
+    stmt = stmt.order_by(OFFER.c.id)
+    result = conn.execution_options(stream_results=True, yield_per=batch).execute(stmt)
+    for part in result.mappings().partitions(batch):
+        yield place_rows(conn, [dict(r) for r in part], filters, compliance)
+
+
+def stream_raw_offers(
+    conn: Connection,
+    columns: Sequence[Any],
+    filters: OfferFilters,
+    *,
+    version: int | None = None,
+    compliance: ComplianceSets | None = None,
+    batch: int = 5000,
+) -> Iterator[Sequence[Sequence[Any]]]:
+    """Every matching offer in id order as the driver's own values, in batches (for exports).
+
+    One statement, so one snapshot. No type processing: on SQLite decimals arrive as their
+    canonical text, timestamps as naive UTC text and booleans as 0/1; on PostgreSQL as
+    ``Decimal`` (padded to 10 places), aware ``datetime`` and ``bool``. SQLite rows come
+    straight from the DBAPI cursor (``fetchmany``); PostgreSQL uses a server-side cursor.
+    """
+    raw = [type_coerce(c, String()).label(c.name) for c in columns]
+    dialect = conn.dialect.name
+    stmt = base_query(raw, filters, dialect, version, compliance, scan=True).order_by(OFFER.c.id)
+    if conn.dialect.name == "sqlite":
+        result = conn.execute(stmt)  # unbuffered: the DBAPI cursor still holds every row
+        try:
+            cursor = result.cursor
+            while part := cursor.fetchmany(batch):
+                yield part
+        finally:
+            result.close()
+        return
+    streamed = conn.execution_options(stream_results=True, yield_per=batch).execute(stmt)
+    yield from streamed.partitions(batch)
+
+
+def get_offer(conn: Connection, offer_id: int) -> dict[str, Any]:
+    stmt = (
+        select(*OFFER_COLUMNS, OFFER.c.withdrawn_at)
+        .join(OBS, OBS.c.id == OFFER.c.observation_id)
+        .where(OFFER.c.id == offer_id)
+    )
+    row = conn.execute(stmt).mappings().first()
+    if row is None:
+        raise NotFound(f"offer {offer_id} does not exist")
+    return place_rows(conn, [dict(row)])[0]

@@ -1,0 +1,221 @@
+"""The catalog's tables as SQL handles, and the SQL pieces every read shares.
+
+The exact sort keys (:func:`gpu_hour_key`, :func:`sort_expression`), which observation a
+catalog version sees (:func:`visible_at`), the peer precedence in SQL (:func:`outranked`)
+and where an offer is (:func:`in_countries_sql`, :func:`outside_countries_sql`). How the
+listing uses them, current and pinned reads: :mod:`service.query.offers`. Every read raises
+:class:`NotFound` for a missing thing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from decimal import ROUND_FLOOR, Decimal
+from typing import Any, Literal
+
+from sqlalchemy import and_, case, cast, exists, func, or_, select
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.types import BigInteger, Float, Integer, Numeric
+
+from schema.catalog import GpuModel, Provider, Region
+from schema.compliance import Certification, GpuClassification
+from schema.crawl import CrawlRun
+from schema.enums import OfferStatus
+from schema.prices import CatalogVersion, Offer, OfferLocation, PriceObservation
+from service.query.precedence import FIRST_PARTY_RANK, PEER_PRECEDENCE, UNKNOWN_PEER_RANK
+
+OFFER = Offer.__table__  # type: ignore[attr-defined]
+OBS = PriceObservation.__table__  # type: ignore[attr-defined]
+VERSION = CatalogVersion.__table__  # type: ignore[attr-defined]
+GPU = GpuModel.__table__  # type: ignore[attr-defined]
+PROVIDER = Provider.__table__  # type: ignore[attr-defined]
+REGION = Region.__table__  # type: ignore[attr-defined]
+RUN = CrawlRun.__table__  # type: ignore[attr-defined]
+CERT = Certification.__table__  # type: ignore[attr-defined]
+CLASSIFICATION = GpuClassification.__table__  # type: ignore[attr-defined]
+LOCATION = OfferLocation.__table__  # type: ignore[attr-defined]
+
+SortKey = Literal["price_per_gpu_hour", "price", "price_per_pflop_hour", "gpu_count", "provider"]
+SORT_KEYS: tuple[str, ...] = (
+    "price_per_gpu_hour",
+    "price",
+    "price_per_pflop_hour",
+    "gpu_count",
+    "provider",
+)
+
+
+class NotFound(LookupError):
+    """The named thing does not exist."""
+
+
+OFFER_COLUMNS = (
+    OFFER.c.id,
+    OFFER.c.source,
+    OFFER.c.provider,
+    OFFER.c.sku,
+    OFFER.c.region,
+    OFFER.c.country,
+    OFFER.c.price_kind,
+    OFFER.c.unit,
+    OFFER.c.price_per,
+    OFFER.c.gpu_slug,
+    OFFER.c.gpu_name_raw,
+    OFFER.c.gpu_inferred,
+    OFFER.c.gpu_count,
+    OFFER.c.gpu_memory_gb,
+    OFFER.c.vcpus,
+    OFFER.c.memory_gb,
+    OFFER.c.bare_metal,
+    OFFER.c.price_floor,
+    OFFER.c.status,
+    OFFER.c.first_seen_at,
+    OFFER.c.last_changed_at,
+    OFFER.c.source_url,
+    OBS.c.amount,
+    OBS.c.currency,
+    OBS.c.hourly_amount,
+    OBS.c.amount_usd,
+    OBS.c.hourly_usd,
+    OBS.c.gpu_hour_usd,
+    OBS.c.fx_rate,
+    OBS.c.fx_date,
+    OBS.c.crawl_run_id,
+    OBS.c.raw_sha256,
+    OBS.c.version_from,
+)
+
+
+def sortable(column: Any, dialect: str) -> Any:
+    """Exact decimals are text on SQLite: sort numerically there."""
+    return cast(column, Float) if dialect == "sqlite" else column
+
+
+def visible_at(obs: Any, version: int) -> ColumnElement[bool]:
+    """The observation was the offer's price at catalog ``version``."""
+    return and_(
+        obs.c.version_from <= version,
+        or_(obs.c.version_to.is_(None), obs.c.version_to > version),
+    )
+
+
+def gpu_hour_key(dialect: str, version: int | None = None) -> Any:
+    """The exact integer sort key of USD per GPU-hour (x 10^10) for the current or a pinned read.
+
+    Current: the indexed ``offer.gpu_hour_usd_e10``. Pinned: the same integer computed from
+    the observation (on SQLite through a double, exact below 10^5 USD per GPU-hour).
+    """
+    if version is None:
+        return OFFER.c.gpu_hour_usd_e10
+    if dialect == "sqlite":
+        return cast(func.round(cast(OBS.c.gpu_hour_usd, Float) * 10_000_000_000), Integer)
+    return cast(cast(OBS.c.gpu_hour_usd, Numeric) * 10_000_000_000, BigInteger)
+
+
+def price_key_bound(value: Decimal) -> int:
+    """The largest sort key whose price is <= ``value`` (prices keep 10 decimal places)."""
+    return int(value.scaleb(10).to_integral_value(rounding=ROUND_FLOOR))
+
+
+def sort_expression(sort: str, dialect: str, version: int | None = None) -> Any:
+    if sort == "price_per_gpu_hour":
+        return gpu_hour_key(dialect, version)
+    if sort == "price":
+        return sortable(OBS.c.hourly_usd, dialect)
+    if sort == "gpu_count":
+        return sortable(OFFER.c.gpu_count, dialect)
+    if sort == "provider":
+        return OFFER.c.provider
+    if sort == "price_per_pflop_hour":
+        tflops = select(GPU.c.tflops_bf16).where(GPU.c.slug == OFFER.c.gpu_slug).scalar_subquery()
+        if dialect == "sqlite":
+            return cast(OBS.c.gpu_hour_usd, Float) * 1000 / func.nullif(cast(tflops, Float), 0.0)
+        per_gpu = cast(OBS.c.gpu_hour_usd, Numeric)
+        return func.round(per_gpu * 1000 / func.nullif(cast(tflops, Numeric), 0), 10)
+    raise ValueError(f"unknown sort key {sort!r}")
+
+
+OTHER = OFFER.alias("other_source")
+OTHER_OBS = OBS.alias("other_source_obs")
+OTHER_LOCATION = LOCATION.alias("other_source_location")
+"""Built once: an alias's column collection is costly to set up per statement."""
+
+
+def source_rank_sql(source: Any) -> Any:
+    """:func:`service.query.precedence.source_rank` in SQL: 0 first-party, then peer platforms."""
+    whens = [(~source.contains(":"), FIRST_PARTY_RANK)]
+    for position, platform in enumerate(PEER_PRECEDENCE, start=1):
+        prefix = f"{platform}:"
+        whens.append((func.substr(source, 1, len(prefix)) == prefix, position))
+    return case(*whens, else_=UNKNOWN_PEER_RANK)
+
+
+def _code_points(column: Any, dialect: str) -> Any:
+    """Compare names by code point, as Python does (PostgreSQL's default collation does not)."""
+    return column.collate("C") if dialect == "postgresql" else column
+
+
+def outranked(version: int | None, dialect: str) -> Any:
+    """Another source reports the offer's (provider, sku, region, price kind), in that
+    region or placed there (``offer_location``), and ranks before its source
+    (:mod:`service.query.precedence`): the offer is not shown by default."""
+    other = OTHER
+    other_rank, own_rank = source_rank_sql(other.c.source), source_rank_sql(OFFER.c.source)
+    placed_there = (
+        exists()
+        .where(OTHER_LOCATION.c.offer_id == other.c.id, OTHER_LOCATION.c.region == OFFER.c.region)
+        .correlate_except(OTHER_LOCATION)
+    )
+    condition = [
+        other.c.provider == OFFER.c.provider,
+        other.c.sku == OFFER.c.sku,
+        or_(other.c.region == OFFER.c.region, placed_there),
+        other.c.price_kind == OFFER.c.price_kind,
+        or_(
+            other_rank < own_rank,
+            and_(
+                other_rank == own_rank,
+                _code_points(other.c.source, dialect) < _code_points(OFFER.c.source, dialect),
+            ),
+        ),
+    ]
+    if version is None:
+        condition.append(other.c.status == OfferStatus.active.value)
+    else:
+        other_obs = OTHER_OBS
+        condition.append(
+            exists().where(other_obs.c.offer_id == other.c.id, visible_at(other_obs, version))
+        )
+    return exists().where(*condition)
+
+
+def located(condition: ColumnElement[bool]) -> ColumnElement[bool]:
+    """One of the offer's locations (``offer_location``) meets ``condition``."""
+    return exists().where(LOCATION.c.offer_id == OFFER.c.id, condition)
+
+
+def in_countries_sql(countries: Sequence[str]) -> ColumnElement[bool]:
+    """The offer is in one of ``countries``: its own country is, or (an offer without one:
+    ``global``) one of its locations' is. The SQL twin of
+    ``service.catalog.locations.in_countries``; the EXISTS probes
+    ``ix_offer_location_offer_id_country`` for placeless rows only."""
+    own = OFFER.c.country == countries[0] if len(countries) == 1 else OFFER.c.country.in_(countries)
+    where = (
+        LOCATION.c.country == countries[0]
+        if len(countries) == 1
+        else LOCATION.c.country.in_(countries)
+    )
+    return or_(own, and_(OFFER.c.country.is_(None), located(where)))
+
+
+def outside_countries_sql(excluded: Sequence[str]) -> ColumnElement[bool]:
+    """``not_country``: the offer can run outside ``excluded`` (an offer whose place is not
+    known at all is kept). The SQL twin of ``service.catalog.locations.outside_countries``."""
+    elsewhere = or_(LOCATION.c.country.is_(None), LOCATION.c.country.not_in(excluded))
+    return or_(
+        OFFER.c.country.not_in(excluded),
+        and_(
+            OFFER.c.country.is_(None),
+            or_(~located(LOCATION.c.offer_id.is_not(None)), located(elsewhere)),
+        ),
+    )
