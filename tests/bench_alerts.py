@@ -35,14 +35,16 @@ from typing import Any
 from sqlalchemy import Engine, func, insert, select, update
 
 import service.alerts.outbox as outbox
-import service.catalog.ingest as ingest_module
+import service.catalog.diff_listener as diff_listener
 from schema.alerts import AlertEvent, Subscription
 from schema.records import OfferRecord
 from schema.types import utcnow
 from service.alerts.dispatch import run_dispatcher_once
 from service.alerts.keys import create_api_key
-from service.catalog.ingest import CrawlResult, ingest
-from service.catalog.reference import load_reference
+from service.alerts.outbox import install
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult
+from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
 from service.core.db import make_engine, writer
 from service.core.migrate import upgrade
@@ -130,10 +132,10 @@ class Stopwatch:
 
 
 class EnqueueTimer:
-    """Wraps ingest's ``enqueue_for_diff`` to time the call itself."""
+    """Wraps ingest's listener (``enqueue_for_diff``, installed) to time the call itself."""
 
     def __init__(self) -> None:
-        self.original = ingest_module.enqueue_for_diff
+        self.original = diff_listener.required()
         self.seconds = 0.0
         self.cpu_seconds = 0.0
         self.events = 0
@@ -147,11 +149,11 @@ class EnqueueTimer:
         return count
 
     def __enter__(self) -> EnqueueTimer:
-        ingest_module.enqueue_for_diff = self  # type: ignore[assignment]
+        diff_listener.listen(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        ingest_module.enqueue_for_diff = self.original
+        diff_listener.listen(self.original)
 
 
 def run_backend(name: str, url: str) -> None:
@@ -310,6 +312,7 @@ def receiver_main() -> None:
 
 
 def main() -> None:
+    install()  # its ingests write their alert events, as the CLI's do
     if sys.argv[1:] == ["receiver"]:
         receiver_main()
         return

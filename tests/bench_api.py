@@ -57,13 +57,15 @@ from sqlalchemy import Engine, text
 
 from schema.records import OfferRecord
 from schema.types import decimal_to_text, utcnow
+from service.alerts.outbox import install
 from service.api.deps import ConnDep, cache, reject_unknown_params
 from service.api.main import create_app
 from service.api.params import DisplayCurrency, ListingDep
 from service.api.routes.offers import LISTING_PARAMS, SortParam
 from service.catalog.fx import Rate, store_rates
-from service.catalog.ingest import CrawlResult, ingest
-from service.catalog.reference import load_reference
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult
+from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
 from service.core.db import make_engine
 from service.core.migrate import upgrade
@@ -600,6 +602,7 @@ def run_backend(name: str, url: str) -> None:
 
 
 def main() -> None:
+    install()  # its ingests write their alert events, as the CLI's do
     if "sqlite" in BACKENDS:
         with tempfile.TemporaryDirectory() as tmp:
             run_backend("sqlite", f"sqlite:///{Path(tmp) / 'bench.db'}")

@@ -32,7 +32,9 @@ from typing import Any
 
 from sqlalchemy import Connection, exists, or_, select, text
 
-from service.catalog.ingest import CrawlResult, ingest
+from service.alerts.outbox import install
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult
 from service.core.db import normalize_url
 from service.query.filters import OfferFilters
 from service.query.offers import also_from, base_query, list_offers, offers_query, stream_offers
@@ -139,6 +141,7 @@ def run(url: str) -> None:
 
 
 def main() -> None:
+    install()  # its ingests write their alert events, as the CLI's do
     print(f"{N} identities; sources: {', '.join(SOURCES)}; fastest of {REPEAT}")
     with tempfile.TemporaryDirectory() as folder:
         run(f"sqlite:///{Path(folder) / 'bench.db'}")

@@ -37,9 +37,11 @@ from sqlalchemy import Engine, text
 
 from schema.prices import Offer, PriceObservation
 from schema.records import OfferRecord
-from service.catalog.ingest import CrawlResult, ingest
+from service.alerts.outbox import install
+from service.catalog.ingest import ingest
 from service.catalog.refcheck import row_checks_needed
-from service.catalog.reference import load_reference
+from service.catalog.results import CrawlResult
+from service.compliance.reference_load import load_reference
 from service.core.config import FIXTURES_DIR, REFERENCE_DIR, Settings
 from service.core.db import make_engine, normalize_url
 from service.core.migrate import upgrade
@@ -313,6 +315,7 @@ def foreign_key_checks(url: str) -> str:
 
 
 def main() -> None:
+    install()  # its ingests write their alert events, as the CLI's do
     print(
         f"ingest benchmark: {N:,} offers ({PROVIDERS} providers, {REGIONS} regions, "
         f"{len(KINDS)} price kinds), pre-validated OfferRecords, {ROUNDS} round(s) per database"

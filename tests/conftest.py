@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, text
 
+from service.alerts.outbox import install
 from service.core.config import Settings
 from service.core.db import make_engine, normalize_url
 from service.core.migrate import upgrade
@@ -22,6 +23,8 @@ FIXTURES = ROOT / "fixtures"
 REALDATA = ROOT.parent / "shared" / "realdata"
 IN_CI = os.environ.get("CI", "").lower() == "true"
 PG_URL = os.environ.get("GPUATLAS_TEST_POSTGRES_URL")
+
+install()  # every ingest of the tests writes its alert events, as the CLI's and API's do
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

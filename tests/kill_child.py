@@ -5,7 +5,7 @@ database to ingest into; for each, forks a child that prints ``ready <pid>``, in
 that record set and exits. Children are reaped automatically, so a killed child's pid
 disappears as soon as it is dead. A second argument sets the bulk-load index rebuild
 threshold (``service.catalog.bulk.REBUILD_MIN_ROWS``) and a third the threshold of PostgreSQL's
-per-load foreign-key checks (``service.catalog.ingest.PER_LOAD_CHECKS_MIN_ROWS``), so small
+per-load foreign-key checks (``service.catalog.writer.PER_LOAD_CHECKS_MIN_ROWS``), so small
 ingests take those paths too.
 """
 
@@ -15,22 +15,25 @@ import os
 import signal
 import sys
 
-from service.catalog.ingest import CrawlResult, ingest
+from service.alerts.outbox import install
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult
 from service.core.config import Settings
 from service.core.db import make_engine
 from tests.test_ingest_kill import record_set
 
 
 def main() -> None:
+    install()  # its ingests write their alert events, as the CLI's do
     url = sys.argv[1]
     if len(sys.argv) > 2:
         import service.catalog.bulk
 
         service.catalog.bulk.REBUILD_MIN_ROWS = int(sys.argv[2])
     if len(sys.argv) > 3:
-        import service.catalog.ingest
+        import service.catalog.writer
 
-        service.catalog.ingest.PER_LOAD_CHECKS_MIN_ROWS = int(sys.argv[3])
+        service.catalog.writer.PER_LOAD_CHECKS_MIN_ROWS = int(sys.argv[3])
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     settings = Settings(database_url=url, environment="test", _env_file=None)  # type: ignore[call-arg]
     prepared = {"a": record_set("a"), "b": record_set("b")}

@@ -21,9 +21,10 @@ from service.alerts.certs import enqueue_certification_validity
 from service.alerts.dispatch import run_dispatcher_once, verify_signature
 from service.alerts.keys import create_api_key
 from service.api.main import create_app
-from service.catalog.ingest import CrawlResult, ingest
-from service.catalog.reference import load_reference
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult
 from service.compliance.load import SCHEMES, load_compliance
+from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
 from service.core.db import writer
 from tests.alerts_helpers import EVENT, events, subscribe

@@ -30,7 +30,8 @@ from sqlalchemy import Engine
 
 from schema.types import utcnow
 from service.alerts.dispatch import run_dispatcher_once, verify_signature
-from service.catalog.ingest import CrawlResult, ingest
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult
 from service.core.config import Settings
 from tests.alerts_helpers import events, subscribe
 from tests.conftest import ROOT

@@ -6,8 +6,9 @@ from decimal import Decimal
 
 from sqlalchemy import Engine
 
-from service.catalog.ingest import CrawlResult, ingest
-from service.catalog.reference import load_reference
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult
+from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
 from tests.alerts_helpers import events, subscribe
 from tests.factories import records

@@ -14,7 +14,8 @@ from sqlalchemy import Engine, text
 
 from service.api.conditional import content_etag, matches
 from service.api.main import create_app
-from service.catalog.ingest import CrawlResult, ingest
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult
 from service.core.config import REFERENCE_DIR, Settings
 from service.query.versions import current_version
 from tests.factories import records
@@ -24,7 +25,7 @@ LISTING = "/v1/offers?limit=5"
 
 @pytest.fixture
 def seeded(engine: Engine, settings: Settings) -> Engine:
-    from service.catalog.reference import load_reference
+    from service.compliance.reference_load import load_reference
 
     load_reference(engine, REFERENCE_DIR)
     ingest(engine, settings, CrawlResult(source="acme", records=records(12, provider="lambda")))

@@ -14,8 +14,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from service.api.main import create_app
-from service.catalog.ingest import CrawlResult, ingest
-from service.catalog.reference import load_reference
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult
+from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
 from tests.factories import record
 

@@ -22,8 +22,9 @@ from sqlalchemy import Engine, select
 from schema.prices import Offer, PriceObservation, sort_key_e10
 from service.api.main import create_app
 from service.catalog.fx import Rate, store_rates
-from service.catalog.ingest import CrawlResult, ingest
-from service.catalog.reference import load_reference
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult
+from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
 from service.core.migrate import downgrade, upgrade
 from tests.factories import record

@@ -9,7 +9,7 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from service.api.main import create_app
-from service.catalog.reference import load_reference
+from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
 from service.core.db import make_engine
 from service.core.migrate import upgrade

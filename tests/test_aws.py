@@ -13,7 +13,7 @@ from sqlalchemy import Engine, func, select
 from crawlers.normalize.reference import reference_index
 from crawlers.providers.aws import FAMILIES, GPU_COUNTS, INDEX_PATH, AwsPriceList
 from schema.prices import CatalogVersion, Offer
-from service.catalog.reference import load_reference
+from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
 from service.crawl.run import crawl_source
 from tests.bench_aws_parse import measure_parse, write_synthetic_offer

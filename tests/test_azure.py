@@ -14,7 +14,7 @@ from crawlers.base import LayoutChanged
 from crawlers.normalize.reference import reference_index
 from crawlers.providers.azure import SERIES, SIZES, AzureRetailPrices, first_page_url, rebase
 from schema.prices import CatalogVersion, Offer, PriceObservation
-from service.catalog.reference import load_reference
+from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
 from service.crawl.run import crawl_source
 from tests.conftest import FIXTURES

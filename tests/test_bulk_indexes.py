@@ -33,12 +33,15 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.pool import NullPool
 
 import service.catalog.bulk
+import service.catalog.diff_listener
 import service.catalog.ingest
+import service.catalog.writer
 from schema.records import OfferRecord
 from service.alerts.outbox import enqueue_for_diff
 from service.catalog.bulk import indexes_deferred, indexes_worth_rebuilding
 from service.catalog.fx import Rate, store_rates
-from service.catalog.ingest import CrawlResult, Payload, ingest
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult, Payload
 from service.core.config import Settings
 from service.core.db import make_engine, writer
 from tests.conftest import truncate_all
@@ -78,7 +81,7 @@ def sqlite_settings(sqlite_url: str) -> Settings:
 def spy_drops(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """The tables each ingest deferred the indexes of."""
     calls: list[list[str]] = []
-    real = service.catalog.ingest.indexes_deferred
+    real = service.catalog.writer.indexes_deferred
 
     @contextlib.contextmanager
     def spy(conn: Connection, tables: list[str]) -> Iterator[None]:
@@ -86,7 +89,7 @@ def spy_drops(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
         with real(conn, tables):
             yield
 
-    monkeypatch.setattr(service.catalog.ingest, "indexes_deferred", spy)
+    monkeypatch.setattr(service.catalog.writer, "indexes_deferred", spy)
     return calls
 
 
@@ -183,14 +186,14 @@ def test_every_bulk_path_stores_the_same_rows(
         paths = [(10**9, 10**9)]  # PostgreSQL neither rebuilds indexes nor stages
     for rebuild, stage in paths:
         monkeypatch.setattr(service.catalog.bulk, "REBUILD_MIN_ROWS", rebuild)
-        monkeypatch.setattr(service.catalog.ingest, "STAGED_MIN_ROWS", stage)
+        monkeypatch.setattr(service.catalog.writer, "STAGED_MIN_ROWS", stage)
         seen: list[list[tuple[Any, ...]]] = []
 
         def enqueue(conn: Connection, version: int, diff: Any, when: Any, rows: Any) -> int:
             seen.append(rows())  # noqa: B023 (called before the loop moves on)
             return enqueue_for_diff(conn, version, diff, when, rows)
 
-        monkeypatch.setattr(service.catalog.ingest, "enqueue_for_diff", enqueue)
+        monkeypatch.setattr(service.catalog.diff_listener, "listener", enqueue)
         if backend == "sqlite":
             path = tmp_path / f"r{rebuild}-s{stage}.db"
             shutil.copy(template, path)
@@ -263,16 +266,16 @@ def test_a_failure_mid_load_keeps_indexes_and_catalog(
     """The offers are in, the observations fail: nothing stays, the indexes are back."""
     before = schema_indexes(db_path(sqlite_url))
     if path == "rows":
-        real = service.catalog.ingest.bulk_insert
+        real = service.catalog.writer.bulk_insert
 
         def failing(conn: Connection, table: Table, *args: Any, **kwargs: Any) -> None:
             if table.name == "price_observation":
                 raise sqlite3.OperationalError("disk I/O error (injected)")
             real(conn, table, *args, **kwargs)
 
-        monkeypatch.setattr(service.catalog.ingest, "bulk_insert", failing)
+        monkeypatch.setattr(service.catalog.writer, "bulk_insert", failing)
     else:
-        monkeypatch.setattr(service.catalog.ingest, "STAGED_MIN_ROWS", 100)
+        monkeypatch.setattr(service.catalog.writer, "STAGED_MIN_ROWS", 100)
 
         @contextlib.contextmanager
         def failing_stage(conn: Connection, name: str, *args: Any, **kw: Any) -> Iterator[str]:
@@ -281,7 +284,7 @@ def test_a_failure_mid_load_keeps_indexes_and_catalog(
             if name == "stage_attributes":  # left last: after both joins have written
                 raise sqlite3.OperationalError("disk I/O error (injected)")
 
-        monkeypatch.setattr(service.catalog.ingest, "staged", failing_stage)
+        monkeypatch.setattr(service.catalog.writer, "staged", failing_stage)
     with pytest.raises(sqlite3.OperationalError, match="injected"):
         ingest(sqlite_engine, sqlite_settings, CrawlResult("acme", records(SIZE)))
     assert schema_indexes(db_path(sqlite_url)) == before
@@ -308,7 +311,7 @@ def test_postgres_streams_new_offers_and_a_failure_mid_copy_leaves_nothing(
     for i, item in enumerate(batch):  # every price its own, so each row computes one
         item["amount"] = str(Decimal(100 + i) / 100)
     calls, progress = [0], []
-    real_price = service.catalog.ingest._Writer._price
+    real_price = service.catalog.writer.Writer._price
 
     def failing_price(self: Any, fields: Any) -> Any:
         calls[0] += 1
@@ -326,7 +329,7 @@ def test_postgres_streams_new_offers_and_a_failure_mid_copy_leaves_nothing(
             raise RuntimeError("injected")
         return real_price(self, fields)
 
-    monkeypatch.setattr(service.catalog.ingest._Writer, "_price", failing_price)
+    monkeypatch.setattr(service.catalog.writer.Writer, "_price", failing_price)
     try:
         with pytest.raises(RuntimeError, match="injected"):
             ingest(engine, settings, CrawlResult("acme", batch))
@@ -357,7 +360,7 @@ def test_a_full_disk_mid_load_says_so_and_leaves_everything_as_it_was(
     """SQLite's own failure (the database may not grow: ``SQLITE_FULL``) in the middle of a
     bulk load: the error says what happened (nothing hides it), and the catalog and its
     indexes are as before; once there is room the same ingest works."""
-    monkeypatch.setattr(service.catalog.ingest, "STAGED_MIN_ROWS", stage)
+    monkeypatch.setattr(service.catalog.writer, "STAGED_MIN_ROWS", stage)
     path = db_path(sqlite_url)
     before = schema_indexes(path)
     with contextlib.closing(sqlite3.connect(path)) as conn:
@@ -398,7 +401,7 @@ def test_readers_keep_the_indexes_while_they_are_rebuilt(
     ingest(sqlite_engine, sqlite_settings, CrawlResult("first", records(150, source="first")))
     before = schema_indexes(path)
     seen: list[tuple[list[tuple[str, str, str]], int, str]] = []
-    real = service.catalog.ingest.bulk_insert
+    real = service.catalog.writer.bulk_insert
 
     def reading(conn: Connection, table: Table, *args: Any, **kwargs: Any) -> None:
         real(conn, table, *args, **kwargs)
@@ -420,7 +423,7 @@ def test_readers_keep_the_indexes_while_they_are_rebuilt(
                 ).fetchall()
                 seen.append((schema_indexes(path), count, str(plan)))
 
-    monkeypatch.setattr(service.catalog.ingest, "bulk_insert", reading)
+    monkeypatch.setattr(service.catalog.writer, "bulk_insert", reading)
     result = ingest(sqlite_engine, sqlite_settings, CrawlResult("acme", records(SIZE)))
     assert result.status.value == "ok"
     assert len(seen) == 1

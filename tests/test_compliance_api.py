@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 from schema.catalog import Provider
 from service.api import problems
 from service.api.routes import compliance
-from service.catalog.reference import load_reference
 from service.cli.app import app as cli_app
+from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings, get_settings
 
 

@@ -14,7 +14,6 @@ from sqlalchemy import Engine, func, select
 
 from schema.catalog import Provider, Region
 from schema.compliance import Certification, ExportRuleSet
-from service.catalog.reference import ReferenceError, load_reference
 from service.compliance import filters
 from service.compliance.certifications import valid_certifications
 from service.compliance.countries import country_lists
@@ -28,8 +27,10 @@ from service.compliance.queries import (
     export_control,
     rule_set_in_force,
 )
+from service.compliance.reference_load import load_reference
 from service.compliance.residency import GDPR_ZONES, gdpr_zone
 from service.core.config import REFERENCE_DIR
+from service.core.reference_error import ReferenceError
 
 TODAY = date(2026, 11, 29)
 T1 = datetime(2026, 1, 10, 12, tzinfo=UTC)

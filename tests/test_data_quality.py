@@ -19,8 +19,9 @@ import yaml
 from sqlalchemy import Engine, func, select
 
 from schema.crawl import UnmappedName
-from service.catalog.ingest import CrawlResult, ingest
-from service.catalog.reference import load_reference
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult
+from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
 from service.core.db import make_engine
 from service.crawl.run import crawl_source

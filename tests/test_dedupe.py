@@ -17,9 +17,10 @@ from typer.testing import CliRunner
 
 from schema.prices import Offer
 from service.api.main import create_app
-from service.catalog.ingest import CrawlResult, ingest
-from service.catalog.reference import load_reference
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult
 from service.cli.app import app as cli_app
+from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings, get_settings
 from service.query.precedence import one_per_identity
 from tests.factories import record

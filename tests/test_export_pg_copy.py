@@ -18,8 +18,9 @@ from service.api.main import create_app
 from service.api.params import Listing, listing
 from service.api.routes import export
 from service.catalog.fx import Rate, store_rates
-from service.catalog.ingest import CrawlResult, ingest
-from service.catalog.reference import load_reference
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult
+from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
 from service.core.db import make_engine
 from service.core.migrate import upgrade

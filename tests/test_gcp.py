@@ -14,7 +14,7 @@ from crawlers.normalize.reference import reference_index
 from crawlers.providers.gcp import ACCELERATORS, MACHINES, sku_price, skus_url
 from schema.crawl import CrawlRun
 from schema.prices import CatalogVersion, Offer
-from service.catalog.reference import load_reference
+from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
 from service.crawl.run import crawl_source
 from tests.conftest import FIXTURES

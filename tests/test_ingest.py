@@ -13,7 +13,8 @@ from sqlalchemy import Engine, func, select
 import service.catalog.ingest
 from schema.crawl import CrawlRun, CrawlRunPayload, RawPayload, RejectedRecord, UnmappedName
 from service.catalog.fx import Rate, store_rates
-from service.catalog.ingest import CrawlResult, Payload, Rejection, ingest
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult, Payload, Rejection
 from service.core.config import Settings
 from service.core.db import writer
 from service.query.history import offer_history
@@ -248,7 +249,7 @@ def test_a_quarantined_crawl_keeps_its_raw_payload_and_a_failed_ingest_keeps_non
     def broken(crawl: CrawlResult) -> Any:
         raise RuntimeError("validator bug")
 
-    monkeypatch.setattr(service.catalog.ingest, "_validate", broken)
+    monkeypatch.setattr(service.catalog.ingest, "validate", broken)
     second = Payload("https://example.test/b", b"page two" * 500, datetime.now(UTC))
     with pytest.raises(RuntimeError, match="validator bug"):
         ingest(engine, settings, crawl(records(20), payloads=[second]))
@@ -397,8 +398,8 @@ def test_concurrent_ingests_of_one_source_are_serialized(
 def test_a_run_left_running_by_a_dead_process_is_closed_as_interrupted(
     engine: Engine, settings: Settings
 ) -> None:
-    from service.catalog.ingest import start_crawl_run
     from service.catalog.run_owner import STALE_AFTER as STALE_RUN  # its owner (us) lives: only age
+    from service.catalog.runs import start_crawl_run
 
     old = start_crawl_run(engine, "acme")
     with writer(engine).begin() as conn:

@@ -11,14 +11,13 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, select
 
+import service.catalog.diff
 import service.catalog.ingest
-from service.catalog.ingest import (
-    CrawlResult,
-    _Current,
-    _load_current,
-    fingerprint,
-    ingest,
-)
+import service.catalog.writer
+from service.catalog.diff import Current, load_current
+from service.catalog.ingest import ingest
+from service.catalog.resolver import fingerprint
+from service.catalog.results import CrawlResult
 from service.core.config import Settings
 from service.core.db import writer
 from tests.factories import OBS, OFFER, VERSION, catalog_state, check_invariants, record, records
@@ -167,12 +166,12 @@ def test_the_current_state_text_round_trips(engine: Engine, settings: Settings) 
     ingest(engine, settings, crawl(records(3, amount="12.3400")))  # withdraws gpu-3
     rows = offer_rows(engine)
     with writer(engine).begin() as conn:
-        current = _load_current(conn, "acme")
+        current = load_current(conn, "acme")
     assert len(current) == 4
     for key, state in current.items():
         provider, sku, region, kind, unit = key.split("\x1f")
         row = rows[f"{sku}/{region}"]
-        old = _Current.parse(key, state)
+        old = Current.parse(key, state)
         assert (provider, kind, unit) == ("acme", "on_demand", "hour")
         assert state.startswith("12.34\x1fUSD\x1f")  # canonical amount text on both databases
         assert (old.id, old.observation_id, old.status) == (
@@ -192,14 +191,14 @@ def test_the_state_read_in_windows_equals_the_whole_read(
         ingest(engine, settings, crawl(records(n, amount="3.50")))
         ingest(engine, settings, CrawlResult("peer", records(n, source="peer")))
     with engine.connect() as conn:
-        whole = _load_current(conn, "acme"), _load_current(conn, "peer")
-        monkeypatch.setattr(service.catalog.ingest, "STATE_WINDOW", 7)
-        windowed = _load_current(conn, "acme"), _load_current(conn, "peer")
-        assert _load_current(conn, "nobody") == {}
+        whole = load_current(conn, "acme"), load_current(conn, "peer")
+        monkeypatch.setattr(service.catalog.diff, "STATE_WINDOW", 7)
+        windowed = load_current(conn, "acme"), load_current(conn, "peer")
+        assert load_current(conn, "nobody") == {}
     assert windowed == whole
     assert (len(whole[0]), len(whole[1])) == (13, 13)
     assert whole[0].keys() == whole[1].keys()  # the same identities in two sources ...
-    ids = [{_Current.parse(k, v).id for k, v in state.items()} for state in whole]
+    ids = [{Current.parse(k, v).id for k, v in state.items()} for state in whole]
     assert ids[0].isdisjoint(ids[1])  # ... are distinct offers
 
 
@@ -212,7 +211,7 @@ def test_a_failure_while_validating_on_its_thread_leaves_the_catalog_as_it_was(
     def broken(crawl: CrawlResult) -> Any:
         raise RuntimeError("validator bug")
 
-    monkeypatch.setattr(service.catalog.ingest, "_validate", broken)
+    monkeypatch.setattr(service.catalog.ingest, "validate", broken)
     with pytest.raises(RuntimeError, match="validator bug"):
         ingest(engine, settings, crawl(records(5, bump_every=1)))
     monkeypatch.undo()
@@ -336,7 +335,7 @@ def test_new_offers_are_numbered_in_identity_order_whatever_the_crawl_order(
     the order the crawl listed the offers in, on both write paths; every offer gets its
     own record's price."""
     monkeypatch.setattr(
-        service.catalog.ingest, "STAGED_MIN_ROWS", 10 if path == "staged" else 10**9
+        service.catalog.writer, "STAGED_MIN_ROWS", 10 if path == "staged" else 10**9
     )
     listed = records(60)
     listed = listed[1::2][::-1] + listed[0::2]  # far from key order

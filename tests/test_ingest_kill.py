@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, select
 
-from service.catalog.ingest import CrawlResult, ingest
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult
 from service.core.config import Settings
 from tests.factories import OFFER, check_invariants, records
 from tests.kill_server import KillServer

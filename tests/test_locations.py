@@ -23,7 +23,7 @@ from sqlalchemy import Engine, func, select
 from schema.alerts import Condition, SubscriptionFilters
 from schema.prices import CatalogVersion, Offer, OfferLocation, PriceObservation
 from service.alerts.matching import OfferChange, compile_subscription
-from service.catalog.ingest import CrawlResult, ingest
+from service.catalog.ingest import ingest
 from service.catalog.locations import (
     Location,
     Place,
@@ -33,8 +33,11 @@ from service.catalog.locations import (
     outside_countries,
     pick,
 )
-from service.catalog.reference import ReferenceError, load_reference, read_reference
+from service.catalog.reference import read_reference
+from service.catalog.results import CrawlResult
+from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
+from service.core.reference_error import ReferenceError
 from service.query.filters import ComplianceSets, OfferFilters, resolve_compliance
 from service.query.offers import list_offers, offers_query
 from tests.factories import record

@@ -159,7 +159,7 @@ def test_a_cut_database_connection_fails_the_crawl_as_unavailable(
     from sqlalchemy import event, text
 
     from schema.crawl import CrawlRun
-    from service.catalog.reference import load_reference
+    from service.compliance.reference_load import load_reference
     from service.core.config import REFERENCE_DIR
     from service.core.db import make_engine
 

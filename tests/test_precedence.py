@@ -12,8 +12,9 @@ from sqlalchemy import Engine
 
 from schema.enums import PriceKind
 from schema.records import OfferRecord
-from service.catalog.ingest import CrawlResult, ingest
-from service.catalog.reference import load_reference
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult
+from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
 from service.query.filters import OfferFilters
 from service.query.offers import list_offers, stream_offers

@@ -94,7 +94,7 @@ def test_decimal_places_are_counted_exactly_however_the_number_is_written(
         ({"sku": "x" * 201}, "sku"),
         ({"sku": "evil\x00name"}, "sku: contains control"),
         ({"sku": "abc\u202egnp.exe"}, "sku: contains control"),
-        # the separators of the ingest's key and state texts (see service.catalog.ingest)
+        # the separators of the ingest's key and state texts (see service.catalog.columns and .diff)
         ({"sku": "a\x1eb"}, "sku: contains control"),
         ({"region": "eu\x1fwest"}, "region: contains control"),
         ({"provider": "acme\x1e"}, "provider"),

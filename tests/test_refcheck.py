@@ -20,10 +20,13 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.pool import NullPool
 
+import service.catalog.diff_listener
 import service.catalog.ingest
 import service.catalog.refcheck
-from service.catalog.ingest import CrawlResult, ingest
+import service.catalog.writer
+from service.catalog.ingest import ingest
 from service.catalog.refcheck import BrokenReference, Load, foreign_keys_checked_per_load
+from service.catalog.results import CrawlResult
 from service.core.config import Settings
 from service.core.db import make_engine
 from service.core.migrate import upgrade
@@ -51,7 +54,7 @@ def checks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     """Large loads (here from 100 new offers on) checked per load, or every load row
     by row (the threshold out of reach)."""
     threshold = 100 if request.param == "per-load" else 10**9
-    monkeypatch.setattr(service.catalog.ingest, "PER_LOAD_CHECKS_MIN_ROWS", threshold)
+    monkeypatch.setattr(service.catalog.writer, "PER_LOAD_CHECKS_MIN_ROWS", threshold)
     return str(request.param)
 
 
@@ -71,13 +74,13 @@ def replication_roles(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[s
     """The session's ``session_replication_role`` as the new offers are loaded (read
     just before their ``COPY``: no other statement can run during one)."""
     seen: list[str] = []
-    real = service.catalog.ingest._Writer._insert_new_rows
+    real = service.catalog.writer.Writer._insert_new_rows
 
     def spying(self: Any, *args: Any) -> None:
         seen.append(self.conn.exec_driver_sql("SHOW session_replication_role").scalar())
         real(self, *args)
 
-    monkeypatch.setattr(service.catalog.ingest._Writer, "_insert_new_rows", spying)
+    monkeypatch.setattr(service.catalog.writer.Writer, "_insert_new_rows", spying)
     return seen
 
 
@@ -87,13 +90,13 @@ def test_a_large_load_skips_row_checks_only_while_it_loads(
 ) -> None:
     seen = replication_roles(pg_engine, monkeypatch)
     after: list[str] = []
-    real = service.catalog.ingest._ensure_instance_types
+    real = service.catalog.ingest.ensure_instance_types
 
     def next_step(conn: Any, *args: Any) -> None:  # the ingest's next write, same transaction
         after.append(conn.exec_driver_sql("SHOW session_replication_role").scalar())
         real(conn, *args)
 
-    monkeypatch.setattr(service.catalog.ingest, "_ensure_instance_types", next_step)
+    monkeypatch.setattr(service.catalog.ingest, "ensure_instance_types", next_step)
     result = ingest(pg_engine, settings_for(pg_url), CrawlResult("acme", records(SIZE)))
     assert result.status.value == "ok" and result.added == SIZE
     assert seen == (["replica"] if checks == "per-load" else ["origin"])
@@ -108,7 +111,7 @@ def test_both_ways_store_the_same_catalog(pg_url: str, monkeypatch: pytest.Monke
     states = []
     for threshold in (100, 10**9):
         engine = make_engine(pg_url)
-        monkeypatch.setattr(service.catalog.ingest, "PER_LOAD_CHECKS_MIN_ROWS", threshold)
+        monkeypatch.setattr(service.catalog.writer, "PER_LOAD_CHECKS_MIN_ROWS", threshold)
         with engine.begin() as conn:
             conn.exec_driver_sql(
                 "TRUNCATE price_observation, offer, catalog_version, crawl_run, instance_type, "
@@ -143,7 +146,7 @@ def test_a_broken_reference_is_refused_and_nothing_is_committed(
     settings = settings_for(pg_url)
     assert ingest(pg_engine, settings, CrawlResult("acme", records(50))).status.value == "ok"
     before = catalog_state(pg_engine)
-    monkeypatch.setattr(service.catalog.ingest, "_ensure_providers", lambda *args: None)
+    monkeypatch.setattr(service.catalog.ingest, "ensure_providers", lambda *args: None)
     ghost = records(SIZE, provider="ghost-cloud", source="ghost")
     # row by row, PostgreSQL's own refusal, from the COPY (psycopg's, not wrapped)
     expected = BrokenReference if checks == "per-load" else ForeignKeyViolation
@@ -173,7 +176,7 @@ def test_the_referenced_rows_are_locked_until_the_ingest_commits(
         )
     other = make_engine(pg_url, poolclass=NullPool)
     outcome: list[str] = []
-    real = service.catalog.ingest.enqueue_for_diff
+    real = service.catalog.diff_listener.listener
 
     def meanwhile(*args: Any) -> int:
         with other.connect() as conn:
@@ -187,7 +190,7 @@ def test_the_referenced_rows_are_locked_until_the_ingest_commits(
             conn.rollback()
         return real(*args)
 
-    monkeypatch.setattr(service.catalog.ingest, "enqueue_for_diff", meanwhile)
+    monkeypatch.setattr(service.catalog.diff_listener, "listener", meanwhile)
     try:
         assert ingest(pg_engine, settings, CrawlResult("acme", records(SIZE))).status.value == "ok"
     finally:
@@ -205,7 +208,7 @@ def test_a_table_with_a_trigger_of_its_own_keeps_row_checks_and_its_trigger(
 ) -> None:
     """``replica`` would silence every ordinary trigger, not only the foreign keys': a
     loaded table with one of its own (an operator's audit, say) is loaded as before."""
-    monkeypatch.setattr(service.catalog.ingest, "PER_LOAD_CHECKS_MIN_ROWS", 100)
+    monkeypatch.setattr(service.catalog.writer, "PER_LOAD_CHECKS_MIN_ROWS", 100)
     monkeypatch.setattr(service.catalog.refcheck, "_told", set())
     caplog.set_level("INFO", logger="gpuatlas.ingest")
     seen = replication_roles(pg_engine, monkeypatch)
@@ -269,7 +272,7 @@ def test_a_role_without_the_privilege_checks_row_by_row(
     plain_role_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """It says so once in the log, with the grant that would allow the faster way."""
-    monkeypatch.setattr(service.catalog.ingest, "PER_LOAD_CHECKS_MIN_ROWS", 100)
+    monkeypatch.setattr(service.catalog.writer, "PER_LOAD_CHECKS_MIN_ROWS", 100)
     monkeypatch.setattr(service.catalog.refcheck, "_told", set())
     caplog.set_level("INFO", logger="gpuatlas.ingest")
     engine = make_engine(plain_role_url, pool_size=1, max_overflow=0)

@@ -11,14 +11,10 @@ import yaml
 from sqlalchemy import Engine, func, select
 
 from schema.catalog import GpuAlias, GpuModel, Provider, Region
-from service.catalog.reference import (
-    ReferenceError,
-    build_aliases,
-    load_reference,
-    name_index,
-    read_reference,
-)
+from service.catalog.reference import build_aliases, name_index, read_reference
+from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR
+from service.core.reference_error import ReferenceError
 
 REQUIRED_GPUS = [
     "T4",

@@ -19,8 +19,9 @@ from sqlalchemy import Engine, text
 
 from service.api.main import create_app
 from service.api.response_cache import Entry, ResponseCache, ResponseCacheMiddleware
-from service.catalog.ingest import CrawlResult, ingest
-from service.catalog.reference import load_reference
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult
+from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
 from tests.factories import records
 

@@ -19,8 +19,8 @@ from sqlalchemy import Engine, select, update
 
 from schema.crawl import CrawlRun
 from schema.types import utcnow
-from service.catalog.ingest import start_crawl_run
 from service.catalog.run_owner import STALE_AFTER, close_dead_runs, owner_alive, this_owner
+from service.catalog.runs import start_crawl_run
 from service.core.config import PROJECT_ROOT, Settings
 from service.core.db import writer
 from service.crawl.child import run_crawl_in_child
@@ -33,7 +33,7 @@ OPEN_RUN = textwrap.dedent(
     """
     import os, signal, sys, time
     from service.core.db import make_engine
-    from service.catalog.ingest import start_crawl_run
+    from service.catalog.runs import start_crawl_run
     run_id = start_crawl_run(make_engine(sys.argv[1]), sys.argv[2])
     print(run_id, flush=True)
     if sys.argv[3] == "die":

@@ -9,8 +9,9 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from service.catalog.ingest import CrawlResult, Payload, ingest
-from service.catalog.reference import load_reference
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult, Payload
+from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
 from tests.factories import record
 

@@ -2,7 +2,9 @@
 
 :func:`enqueue_for_diff` runs inside ingest's one transaction, right after the catalog
 writes: a rolled-back or quarantined ingest therefore leaves no event, and a committed
-one leaves every event, for the dispatcher to deliver at least once.
+one leaves every event, for the dispatcher to deliver at least once. The catalog does
+not import this module: :func:`install` registers :func:`enqueue_for_diff` as its
+listener (see :mod:`service.catalog.diff_listener`) where a process starts.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Connection, Select, select
 
@@ -18,11 +20,11 @@ from schema.alerts import AlertEvent, Channel, EventStatus
 from schema.catalog import Region
 from schema.prices import Offer, PriceObservation
 from service.alerts.matching import Compiled, OfferChange, describe, load_index
+from service.catalog import diff_listener
 from service.catalog.bulk import bulk_insert
+from service.catalog.columns import ATTRIBUTES, OBS_COLUMNS
+from service.catalog.diff import Diff
 from service.catalog.locations import GLOBAL_REGION, locations_of
-
-if TYPE_CHECKING:
-    from service.catalog.ingest import _Diff
 
 EVENT = AlertEvent.__table__  # type: ignore[attr-defined]
 OFFER = Offer.__table__  # type: ignore[attr-defined]
@@ -49,10 +51,17 @@ def idempotency_key(subscription_id: int, version: int, offer_id: int, event: st
     return f"gpa-{subscription_id}-{version}-{offer_id}-{event}"
 
 
+def install() -> None:
+    """Make :func:`enqueue_for_diff` the catalog's listener in this process: every ingest
+    then writes its alert events in its own transaction. Called where a process that may
+    ingest starts (the CLI, the API, the crawl child, the tests' conftest)."""
+    diff_listener.listen(enqueue_for_diff)
+
+
 def enqueue_for_diff(
     conn: Connection,
     version: int,
-    diff: _Diff,
+    diff: Diff,
     now: datetime,
     observations: Callable[[], list[tuple[Any, ...]]],
 ) -> int:
@@ -134,10 +143,8 @@ def insert_events(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
             copy.write(("\n".join(lines) + "\n").encode())
 
 
-def summarize(diff: _Diff, observations: list[tuple[Any, ...]]) -> list[OfferChange]:
+def summarize(diff: Diff, observations: list[tuple[Any, ...]]) -> list[OfferChange]:
     """Added, changed and reopened offers of a diff, with the prices the writer computed."""
-    from service.catalog.ingest import ATTRIBUTES, OBS_COLUMNS
-
     offer_at, usd_at = OBS_COLUMNS.index("offer_id"), OBS_COLUMNS.index("gpu_hour_usd")
     gpu_at, count_at = ATTRIBUTES.index("gpu_slug"), ATTRIBUTES.index("gpu_count")
     memory_at, country_at = ATTRIBUTES.index("gpu_memory_gb"), ATTRIBUTES.index("country")

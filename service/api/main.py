@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from service.alerts.outbox import install as install_alert_outbox
 from service.api import metrics, problems
 from service.api.conditional import ContentETagMiddleware
 from service.api.response_cache import ResponseCache, ResponseCacheMiddleware
@@ -28,6 +29,7 @@ Errors are RFC 9457 problem details."""
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
+    install_alert_outbox()  # an ingest in this process writes its alert events
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -4,6 +4,10 @@ Every row carries its ``source`` URL and ``checked`` date. Loading is idempotent
 are upserted by their natural key, aliases are rebuilt, and a second load of the same
 files changes nothing. A bad row stops the load with an error naming file, row and field;
 nothing is written in that case.
+
+This module reads and writes the catalog's part (providers, regions, GPU models and their
+aliases); :func:`service.compliance.reference_load.load_reference` loads it together with
+the compliance files, in one transaction.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from pydantic import (
     ValidationError,
     field_validator,
 )
-from sqlalchemy import Connection, Engine, Table, delete, select, text, update
+from sqlalchemy import Connection, Table, delete, select, text, update
 from sqlalchemy import insert as sa_insert
 
 from schema.catalog import GpuAlias, GpuModel, Provider, Region
@@ -31,9 +35,8 @@ from schema.codes import country_codes
 from schema.gpu_names import GpuFacts, GpuNameIndex, parse_gpu_name
 from schema.names import gpu_alias_key
 from schema.records import SLUG_RE, describe_validation_error
-from service.catalog.locations import refresh as refresh_locations
 from service.catalog.reresolve import reresolve_offers
-from service.core.db import writer
+from service.core.reference_error import ReferenceError
 
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available
 
@@ -41,10 +44,6 @@ PROVIDER = Provider.__table__  # type: ignore[attr-defined]
 REGION = Region.__table__  # type: ignore[attr-defined]
 GPU = GpuModel.__table__  # type: ignore[attr-defined]
 ALIAS = GpuAlias.__table__  # type: ignore[attr-defined]
-
-
-class ReferenceError(Exception):
-    """A reference file or row is invalid; the message names where."""
 
 
 class _Row(BaseModel):
@@ -273,62 +272,79 @@ def build_aliases(gpus: list[GpuRow]) -> dict[str, tuple[str, str]]:
     return aliases
 
 
-def load_reference(engine: Engine, directory: Path) -> LoadReport:
+@dataclass
+class CheckedReference:
+    """The catalog's reference files, read and checked (see :func:`check_reference`)."""
+
+    providers: list[ProviderRow]
+    regions: list[RegionRow]
+    gpus: list[GpuRow]
+    aliases: dict[str, tuple[str, str]]
+
+    def report(self) -> LoadReport:
+        """A load report of these rows, nothing changed yet."""
+        return LoadReport(len(self.providers), len(self.regions), len(self.gpus), len(self.aliases))
+
+
+def check_reference(directory: Path) -> CheckedReference:
+    """Read and check the catalog's reference files; writes nothing."""
     providers, regions, gpus = read_reference(directory)
     aliases = build_aliases(gpus)
     check_gpu_names(gpus, name_index(gpus, aliases))
-    report = LoadReport(len(providers), len(regions), len(gpus), len(aliases))
-    with writer(engine).begin() as conn:
-        _lock_catalog(conn)
-        report.changed["providers"] = _upsert(
-            conn,
-            PROVIDER,
-            ["slug"],
-            [
-                {
-                    "slug": p.slug,
-                    "name": p.name,
-                    "hq_country": p.hq_country,
-                    "kind": p.kind,
-                    "status": p.status,
-                    "website": p.website,
-                    "pricing_url": p.pricing_url,
-                    "source_url": p.source,
-                    "checked": p.checked,
-                    "notes": p.notes,
-                }
-                for p in providers
-            ],
-        )
-        report.changed["gpus"] = _upsert(conn, GPU, ["slug"], [_gpu_row(g) for g in gpus])
-        report.changed["regions"] = _upsert(
-            conn,
-            REGION,
-            ["provider", "code"],
-            [
-                {
-                    "provider": r.provider,
-                    "code": r.code,
-                    "name": r.name,
-                    "country": r.country,
-                    "city": r.city,
-                    "gpus": r.gpus,
-                    "members": r.members,
-                    "source_url": r.source,
-                    "checked": r.checked,
-                }
-                for r in regions
-            ],
-        )
-        report.changed["aliases"] = _sync_aliases(conn, aliases)
-        report.changed.update(reresolve_offers(conn))
-        report.changed.update(_load_compliance(conn, directory))
-        # a reference change takes effect without a crawl: every provider's locations
-        report.changed["offer_locations"] = refresh_locations(conn).written
-    return report
+    return CheckedReference(providers, regions, gpus, aliases)
 
 
-def _lock_catalog(conn: Connection) -> None:
+def write_reference(conn: Connection, checked: CheckedReference) -> dict[str, int]:
+    """Upsert the checked rows and re-resolve the offers' GPU models, inside the caller's
+    transaction (which holds :func:`lock_catalog`); returns the rows changed per kind."""
+    providers, regions, gpus = checked.providers, checked.regions, checked.gpus
+    changed: dict[str, int] = {}
+    changed["providers"] = _upsert(
+        conn,
+        PROVIDER,
+        ["slug"],
+        [
+            {
+                "slug": p.slug,
+                "name": p.name,
+                "hq_country": p.hq_country,
+                "kind": p.kind,
+                "status": p.status,
+                "website": p.website,
+                "pricing_url": p.pricing_url,
+                "source_url": p.source,
+                "checked": p.checked,
+                "notes": p.notes,
+            }
+            for p in providers
+        ],
+    )
+    changed["gpus"] = _upsert(conn, GPU, ["slug"], [_gpu_row(g) for g in gpus])
+    changed["regions"] = _upsert(
+        conn,
+        REGION,
+        ["provider", "code"],
+        [
+            {
+                "provider": r.provider,
+                "code": r.code,
+                "name": r.name,
+                "country": r.country,
+                "city": r.city,
+                "gpus": r.gpus,
+                "members": r.members,
+                "source_url": r.source,
+                "checked": r.checked,
+            }
+            for r in regions
+        ],
+    )
+    changed["aliases"] = _sync_aliases(conn, checked.aliases)
+    changed.update(reresolve_offers(conn))
+    return changed
+
+
+def lock_catalog(conn: Connection) -> None:
     """One catalog writer at a time (PostgreSQL; SQLite's write transaction already is):
     a load rewrites offers' GPU models and locations, which ingests write too. Taken first,
     before this transaction locks any row an ingest could wait for."""
@@ -336,12 +352,6 @@ def _lock_catalog(conn: Connection) -> None:
         from service.catalog.ingest import INGEST_LOCK_KEY  # imports this module's neighbours
 
         conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": INGEST_LOCK_KEY})
-
-
-def _load_compliance(conn: Connection, directory: Path) -> dict[str, int]:
-    from service.compliance.load import load_compliance  # imports this module
-
-    return load_compliance(conn, directory)
 
 
 def _gpu_row(g: GpuRow) -> dict[str, Any]:

@@ -9,7 +9,8 @@ from typing import Any
 import orjson
 from sqlalchemy import Engine
 
-from service.catalog.ingest import CrawlResult, IngestResult, Payload, Rejection, ingest
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult, IngestResult, Payload, Rejection
 from service.core.config import Settings
 from service.core.gcpause import no_gc_pauses
 

@@ -89,6 +89,9 @@ def main(
     debug: Annotated[bool, typer.Option("--debug", help="show tracebacks")] = False,
 ) -> None:
     _state["debug"] = debug
+    from service.alerts.outbox import install  # every ingest writes its alert events
+
+    install()
 
 
 def settings() -> Settings:
@@ -153,7 +156,7 @@ def reference_load(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Load providers, regions and GPU models (idempotent)."""
-    from service.catalog.reference import load_reference
+    from service.compliance.reference_load import load_reference
 
     report = load_reference(engine(), directory)
     rows = [

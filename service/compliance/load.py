@@ -31,10 +31,10 @@ from schema.compliance import (
 from schema.records import describe_validation_error
 from schema.types import utcnow
 from service.alerts.certs import current_certifications, enqueue_certification_changes
-from service.catalog.reference import ReferenceError
 from service.compliance.countries import InvalidCountry, parse_country
 from service.compliance.export_control import Rules
 from service.compliance.versioning import sync_versions
+from service.core.reference_error import ReferenceError
 
 CERT = Certification.__table__  # type: ignore[attr-defined]
 MEMBERSHIP = CountryMembership.__table__  # type: ignore[attr-defined]

@@ -25,8 +25,8 @@ from sqlalchemy import Engine, select, update
 from schema.crawl import CrawlRun
 from schema.enums import CrawlStatus
 from schema.types import utcnow
-from service.catalog.ingest import start_crawl_run
 from service.catalog.run_owner import claim_run
+from service.catalog.runs import start_crawl_run
 from service.core.config import PROJECT_ROOT, Settings
 from service.core.db import writer
 
@@ -149,8 +149,10 @@ def crawl_into_run(engine: Engine, settings: Settings, name: str, run_id: int, t
 
 
 def main(argv: list[str]) -> int:
+    from service.alerts.outbox import install
     from service.core.db import make_engine
 
+    install()  # the crawl's ingest writes its alert events
     run_id, name, trigger = int(argv[0]), argv[1], argv[2]
     settings = Settings.model_validate_json(sys.stdin.buffer.read())
     engine = make_engine(settings.database_url)

@@ -24,16 +24,9 @@ from crawlers.registry import get_source
 from schema.enums import CrawlStatus
 from schema.records import OfferRecord
 from service.catalog.fx import ImplausibleRates, Rate
-from service.catalog.ingest import (
-    CrawlResult,
-    IngestResult,
-    Payload,
-    Rejection,
-    finish_crawl_run,
-    ingest,
-    ingest_rates,
-    start_crawl_run,
-)
+from service.catalog.ingest import ingest, ingest_rates
+from service.catalog.results import CrawlResult, IngestResult, Payload, Rejection
+from service.catalog.runs import finish_crawl_run, start_crawl_run
 from service.core.config import Settings
 from service.core.gcpause import no_gc_pauses
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from crawlers.registry import all_sources
-from service.catalog.reference import load_reference
 from service.catalog.snapshot import ingest_jsonl
+from service.compliance.reference_load import load_reference
 from service.core.config import FIXTURES_DIR, REFERENCE_DIR, Settings
 from service.crawl.run import CrawlReport, crawl_source
 from service.crawl.sources import sync_sources

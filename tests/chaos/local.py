@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from service.catalog.reference import load_reference
+from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
 from service.core.db import make_engine
 from service.core.migrate import upgrade

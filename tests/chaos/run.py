@@ -37,8 +37,9 @@ import httpx
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 
+from service.alerts.outbox import install
 from service.catalog.ingest import INGEST_LOCK_KEY
-from service.catalog.reference import load_reference
+from service.compliance.reference_load import load_reference
 from service.core.config import PROJECT_ROOT, REFERENCE_DIR, Settings
 from service.core.db import make_engine
 from service.core.migrate import upgrade
@@ -1273,6 +1274,7 @@ def _pick_sources(names: str | None) -> list[str] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    install()  # its ingests write their alert events, as the CLI's do
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=300)
     parser.add_argument("--seed", type=int, default=1)

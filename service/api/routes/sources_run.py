@@ -21,7 +21,7 @@ from schema.types import utcnow
 from service.api.auth import ApiKeyDep
 from service.api.deps import SettingsDep, get_engine
 from service.api.problems import Problem
-from service.catalog.ingest import start_crawl_run
+from service.catalog.runs import start_crawl_run
 from service.crawl.sources import list_sources
 
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]

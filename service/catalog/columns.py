@@ -1,0 +1,81 @@
+"""An offer's identity key, its status values and the column tuples ingest writes
+(and the alert outbox reads).
+"""
+
+from __future__ import annotations
+
+from schema.enums import OfferStatus
+
+# Offer columns that describe the SKU; a change of these alone updates the row in place.
+ATTRIBUTES = (
+    "price_per",
+    "gpu_slug",
+    "gpu_inferred",
+    "gpu_name_raw",
+    "gpu_count",
+    "gpu_memory_gb",
+    "vcpus",
+    "memory_gb",
+    "country",
+    "bare_metal",
+    "price_floor",
+    "source_url",
+)
+
+Key = str
+"""An offer's identity within its source: provider, SKU, region, price kind and unit
+joined by KEY_SEP (validated text never holds control characters)."""
+KEY_SEP = "\x1f"
+join_key = KEY_SEP.join
+
+ACTIVE, WITHDRAWN = OfferStatus.active.value, OfferStatus.withdrawn.value
+
+OFFER_COLUMNS = (
+    "id",
+    "provider",
+    "sku",
+    "region",
+    "price_kind",
+    "unit",
+    *ATTRIBUTES,
+    "fingerprint",
+    "amount",
+    "currency",
+    "gpu_hour_usd",
+    "gpu_hour_usd_e10",
+    "observation_id",
+)
+"""A new offer's row, as built (its key's parts, attributes, price, observation); the
+columns every new offer of an ingest shares are constants of the insert."""
+OBS_COLUMNS = (
+    "id",
+    "offer_id",
+    "amount",
+    "currency",
+    "hourly_amount",
+    "amount_usd",
+    "hourly_usd",
+    "gpu_hour_usd",
+    "fx_rate",
+    "fx_date",
+    "fx_source",
+    "raw_sha256",
+)
+"""An observation's row, as built and as the outbox reads it (``gpu_hour_usd`` is a
+Decimal there); valid_from, version_from and crawl_run_id are constants of the insert."""
+
+
+TOUCHED_COLUMNS = ("id", *ATTRIBUTES, "fingerprint")
+REPRICED_COLUMNS = (
+    *TOUCHED_COLUMNS,
+    "status",
+    "amount",
+    "currency",
+    "observation_id",
+    "gpu_hour_usd",
+    "gpu_hour_usd_e10",
+    "last_changed_at",
+    "last_changed_version",
+    "withdrawn_at",
+    "withdrawn_version",
+)

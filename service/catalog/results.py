@@ -1,0 +1,142 @@
+"""What a crawl hands to ingest and what ingest answers: the raw payloads, the
+rejections, the crawl result and the ingest result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from schema.enums import CrawlStatus
+from schema.records import OfferRecord
+
+MAX_STORED_FIELD = 500
+
+
+@dataclass
+class Payload:
+    """A raw response body as fetched, kept compressed and content-addressed.
+
+    Large bodies stay on disk (``path``): they are hashed and compressed in chunks."""
+
+    url: str
+    body: bytes | None
+    fetched_at: datetime
+    content_type: str | None = None
+    status_code: int | None = None
+    path: Path | None = None
+    _digest: str | None = field(default=None, repr=False)
+
+    def chunks(self) -> Iterator[bytes]:
+        if self.path is not None:
+            with self.path.open("rb") as handle:
+                while chunk := handle.read(1 << 20):
+                    yield chunk
+        elif self.body:
+            yield self.body
+
+    @property
+    def size(self) -> int:
+        return self.path.stat().st_size if self.path is not None else len(self.body or b"")
+
+    @property
+    def sha256(self) -> str:
+        if self._digest is None:
+            digest = hashlib.sha256()
+            for chunk in self.chunks():
+                digest.update(chunk)
+            self._digest = digest.hexdigest()
+        return self._digest
+
+    def compressed(self) -> bytes:
+        compressor = zlib.compressobj(6)
+        parts = [compressor.compress(chunk) for chunk in self.chunks()]
+        parts.append(compressor.flush())
+        return b"".join(parts)
+
+
+@dataclass
+class Rejection:
+    position: int
+    reason: str
+    record: Mapping[str, Any] | None = None
+
+
+@dataclass
+class CrawlResult:
+    """What a crawl hands to ingest: records (validated or raw) plus their provenance."""
+
+    source: str
+    records: Iterable[OfferRecord | Mapping[str, Any]]
+    rejections: list[Rejection] = field(default_factory=list)
+    payloads: list[Payload] = field(default_factory=list)
+    source_urls: list[str] = field(default_factory=list)
+    parser_version: str | None = None
+    complete: bool = True
+    """False when the crawl may have missed offers: then nothing is withdrawn."""
+    trigger: str = "cli"
+    log: str | None = None
+    record_payloads: dict[int, str] = field(default_factory=dict)
+    """id(record) -> sha256 of the payload it was parsed from (multi-payload crawls)."""
+
+
+@dataclass
+class IngestResult:
+    crawl_run_id: int
+    status: CrawlStatus
+    reason: str | None = None
+    catalog_version: int | None = None
+    seen: int = 0
+    added: int = 0
+    changed: int = 0
+    withdrawn: int = 0
+    updated: int = 0
+    rejected: int = 0
+    unmapped: int = 0
+    rejections: list[Rejection] = field(default_factory=list)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {
+            "seen": self.seen,
+            "added": self.added,
+            "changed": self.changed,
+            "withdrawn": self.withdrawn,
+            "updated": self.updated,
+            "rejected": self.rejected,
+            "unmapped": self.unmapped,
+        }
+
+
+class IngestError(Exception):
+    """The ingest could not run at all (e.g. database unreachable)."""
+
+
+def clip(value: str | None, limit: int) -> str | None:
+    if value is None:
+        return None
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def safe_excerpt(record: Any) -> dict[str, Any] | None:
+    """A JSON-safe, size-bounded copy of a rejected input, so nothing is lost for review."""
+    if isinstance(record, OfferRecord):
+        record = record.model_dump(mode="json")
+    if not isinstance(record, Mapping):
+        return {"value": clip(repr(record), MAX_STORED_FIELD)}
+    excerpt: dict[str, Any] = {}
+    for index, (key, value) in enumerate(record.items()):
+        if index >= 50:
+            excerpt["…"] = f"{len(record) - 50} more fields"
+            break
+        name = clip(str(key), 100) or ""
+        if value is None or isinstance(value, bool | int):
+            excerpt[name] = value
+        else:
+            excerpt[name] = clip(str(value).replace("\x00", "\\x00"), MAX_STORED_FIELD)
+    return excerpt

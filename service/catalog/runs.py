@@ -1,0 +1,167 @@
+"""Crawl runs and what they store beside the catalog: raw payloads, rejected records and
+unmapped names.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from sqlalchemy import Connection, Engine, insert, select, update
+
+from schema.crawl import CrawlRun, CrawlRunPayload, RawPayload, RejectedRecord, UnmappedName
+from schema.enums import CrawlStatus
+from schema.types import utcnow
+from service.catalog.results import IngestError, Payload, Rejection, clip, safe_excerpt
+from service.catalog.run_owner import close_dead_runs, this_owner
+from service.core.db import writer
+
+RUN = CrawlRun.__table__  # type: ignore[attr-defined]
+PAYLOAD = RawPayload.__table__  # type: ignore[attr-defined]
+RUN_PAYLOAD = CrawlRunPayload.__table__  # type: ignore[attr-defined]
+REJECTED = RejectedRecord.__table__  # type: ignore[attr-defined]
+UNMAPPED = UnmappedName.__table__  # type: ignore[attr-defined]
+
+MAX_STORED_REJECTIONS = 1000
+
+
+def start_crawl_run(
+    engine: Engine, source: str, *, trigger: str = "cli", parser_version: str | None = None
+) -> int:
+    """Record that a crawl of ``source`` began; returns the crawl run id.
+
+    The run records its owner (this process, see :mod:`service.catalog.run_owner`). Earlier runs of
+    the source left 'running' by a dead process are closed as ``failed: interrupted``
+    first, so every run ends with a status and a reason."""
+    now = utcnow()
+    with writer(engine).begin() as conn:
+        close_dead_runs(conn, now, source)
+        result = conn.execute(
+            insert(RUN).values(
+                source=source,
+                trigger=trigger,
+                started_at=utcnow(),
+                status=CrawlStatus.running.value,
+                parser_version=parser_version,
+                owner=this_owner(),
+                source_urls=[],
+                seen=0,
+                added=0,
+                changed=0,
+                withdrawn=0,
+                updated=0,
+                rejected=0,
+                unmapped=0,
+            )
+        )
+        run_id = result.inserted_primary_key[0] if result.inserted_primary_key else None
+    if run_id is None:
+        raise IngestError("could not create a crawl run")
+    return int(run_id)
+
+
+def finish_crawl_run(
+    engine: Engine,
+    run_id: int,
+    status: CrawlStatus,
+    reason: str | None,
+    *,
+    error: str | None = None,
+    log: str | None = None,
+    payloads: Iterable[Payload] = (),
+    source_urls: Iterable[str] = (),
+) -> None:
+    """Close a crawl run that did not reach ingest (skipped, failed before parsing...)."""
+    with writer(engine).begin() as conn:
+        store_payloads(conn, run_id, list(payloads))
+        conn.execute(
+            update(RUN)
+            .where(RUN.c.id == run_id)
+            .values(
+                status=status.value,
+                reason=clip(reason, 200),
+                error=clip(error, 4000),
+                log=clip(log, 100000),
+                finished_at=utcnow(),
+                source_urls=list(source_urls),
+            )
+        )
+
+
+def store_payloads(conn: Connection, run_id: int, payloads: list[Payload]) -> None:
+    if not payloads:
+        return
+    by_hash = {p.sha256: p for p in payloads}
+    existing = set(
+        conn.execute(select(PAYLOAD.c.sha256).where(PAYLOAD.c.sha256.in_(list(by_hash)))).scalars()
+    )
+    now = utcnow()
+    new = [
+        {
+            "sha256": sha,
+            "size": p.size,
+            "compressed": p.compressed(),
+            "content_type": clip(p.content_type, 200),
+            "first_seen_at": now,
+        }
+        for sha, p in by_hash.items()
+        if sha not in existing
+    ]
+    if new:
+        conn.execute(insert(PAYLOAD), new)
+    conn.execute(
+        insert(RUN_PAYLOAD),
+        [
+            {
+                "crawl_run_id": run_id,
+                "sha256": p.sha256,
+                "url": clip(p.url, 2048) or "",
+                "status_code": p.status_code,
+                "fetched_at": p.fetched_at,
+            }
+            for p in payloads
+        ],
+    )
+
+
+def store_rejections(conn: Connection, run_id: int, rejections: list[Rejection]) -> None:
+    rows = [
+        {
+            "crawl_run_id": run_id,
+            "position": r.position,
+            "reason": clip(r.reason, 1000) or "",
+            "record": safe_excerpt(r.record) if r.record is not None else None,
+        }
+        for r in rejections[:MAX_STORED_REJECTIONS]
+    ]
+    if rows:
+        conn.execute(insert(REJECTED), rows)
+
+
+def store_unmapped(
+    conn: Connection, run_id: int, source: str, names: Counter[tuple[str, str]]
+) -> None:
+    now = utcnow()
+    for (kind, value), count in names.items():
+        value = clip(value, 200) or ""
+        updated = conn.execute(
+            update(UNMAPPED)
+            .where(UNMAPPED.c.kind == kind, UNMAPPED.c.source == source, UNMAPPED.c.value == value)
+            .values(
+                occurrences=UNMAPPED.c.occurrences + count,
+                last_seen_at=now,
+                last_crawl_run_id=run_id,
+            )
+        )
+        if not updated.rowcount:
+            conn.execute(
+                insert(UNMAPPED).values(
+                    kind=kind,
+                    source=source,
+                    value=value,
+                    occurrences=count,
+                    first_seen_at=now,
+                    last_seen_at=now,
+                    last_crawl_run_id=run_id,
+                )
+            )

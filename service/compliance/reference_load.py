@@ -1,0 +1,32 @@
+"""Load the reviewed reference data (``fixtures/reference/``) into the catalog, in one
+transaction.
+
+The catalog's part (providers, regions, GPU models and aliases:
+:mod:`service.catalog.reference`) is written first, then the compliance part on top of it
+(:mod:`service.compliance.load`), then every provider's locations are refreshed. A bad
+file or row of either part (:class:`ReferenceError`) writes nothing; a second load of the
+same files changes nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import Engine
+
+from service.catalog.locations import refresh as refresh_locations
+from service.catalog.reference import LoadReport, check_reference, lock_catalog, write_reference
+from service.compliance.load import load_compliance
+from service.core.db import writer
+
+
+def load_reference(engine: Engine, directory: Path) -> LoadReport:
+    checked = check_reference(directory)
+    report = checked.report()
+    with writer(engine).begin() as conn:
+        lock_catalog(conn)
+        report.changed.update(write_reference(conn, checked))
+        report.changed.update(load_compliance(conn, directory))
+        # a reference change takes effect without a crawl: every provider's locations
+        report.changed["offer_locations"] = refresh_locations(conn).written
+    return report
