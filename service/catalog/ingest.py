@@ -5,6 +5,12 @@ source's current offers and writes one new catalog version holding every change 
 offers, changed prices, withdrawn offers), or nothing at all. An implausible crawl is
 quarantined with its reason and changes nothing; invalid records are rejected one by
 one with a reason, and the rest proceed.
+
+This module runs the steps in order; each lives in a module of its own: records in and
+results out (:mod:`~service.catalog.results`), crawl runs (:mod:`~service.catalog.runs`),
+validation (:mod:`~service.catalog.validation`), reference lookups
+(:mod:`~service.catalog.resolver`), the diff and plausibility check
+(:mod:`~service.catalog.diff`) and the bulk writes (:mod:`~service.catalog.writer`).
 """
 
 from __future__ import annotations
