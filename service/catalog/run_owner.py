@@ -1,6 +1,6 @@
 """Which process owns a running crawl run, and whether that process is still alive.
 
-A crawl run is ``running`` from :func:`service.catalog.ingest.start_crawl_run` until its crawl
+A crawl run is ``running`` from :func:`service.catalog.runs.start_crawl_run` until its crawl
 closes it. When the process doing the crawl dies without closing it (SIGKILL, power loss,
 an OOM kill of the scheduler and its child together), nobody else would: the run records
 its **owner**, ``host:pid:start`` (``start`` is the process's start time in clock ticks
