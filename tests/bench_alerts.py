@@ -41,7 +41,7 @@ from schema.records import OfferRecord
 from schema.types import utcnow
 from service.alerts.dispatch import run_dispatcher_once
 from service.alerts.keys import create_api_key
-from service.alerts.outbox import install
+from service.alerts.listeners import install
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult
 from service.compliance.reference_load import load_reference

@@ -57,7 +57,7 @@ from sqlalchemy import Engine, text
 
 from schema.records import OfferRecord
 from schema.types import decimal_to_text, utcnow
-from service.alerts.outbox import install
+from service.alerts.listeners import install
 from service.api.deps import ConnDep, cache, reject_unknown_params
 from service.api.main import create_app
 from service.api.params import DisplayCurrency, ListingDep

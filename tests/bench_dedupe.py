@@ -32,7 +32,7 @@ from typing import Any
 
 from sqlalchemy import Connection, exists, or_, select, text
 
-from service.alerts.outbox import install
+from service.alerts.listeners import install
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult
 from service.core.db import normalize_url

@@ -37,7 +37,7 @@ from sqlalchemy import Engine, text
 
 from schema.prices import Offer, PriceObservation
 from schema.records import OfferRecord
-from service.alerts.outbox import install
+from service.alerts.listeners import install
 from service.catalog.ingest import ingest
 from service.catalog.refcheck import row_checks_needed
 from service.catalog.results import CrawlResult

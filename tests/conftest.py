@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, text
 
-from service.alerts.outbox import install
+from service.alerts.listeners import install
 from service.core.config import Settings
 from service.core.db import make_engine, normalize_url
 from service.core.migrate import upgrade

@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 
-from service.alerts.outbox import install
+from service.alerts.listeners import install
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult
 from service.core.config import Settings

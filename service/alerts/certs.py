@@ -9,9 +9,11 @@ Two things change what a provider holds, and each raises ``cert_gained``/``cert_
 
 * **a reference load** (:func:`enqueue_certification_changes`): called by
   :func:`service.compliance.load.load_compliance` inside the load's transaction, with the
-  current rows as they were before the load. Holding is compared on the load's day, before
-  and after. The events are therefore committed with the new certification versions or not
-  at all (the outbox invariant).
+  current rows as they were before the load (it is the load's certification listener,
+  :mod:`service.compliance.listener`, registered by
+  :func:`service.alerts.listeners.install`). Holding is compared on the load's day,
+  before and after. The events are therefore committed with the new certification
+  versions or not at all (the outbox invariant).
 * **the calendar** (:func:`enqueue_certification_validity`): a certificate whose
   ``valid_to`` passed, or whose ``valid_from`` arrived, after its row was recorded. The
   dispatcher runs this sweep; the event is raised once (its idempotency key names the row
@@ -27,7 +29,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
 
 from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.exc import IntegrityError
@@ -38,74 +39,15 @@ from schema.enums import OfferStatus
 from schema.prices import CatalogVersion, Offer
 from service.alerts.matching import SUBSCRIPTION, Compiled, OfferChange, load_compiled
 from service.alerts.outbox import attach_locations, offer_changes_select
-from service.compliance.versioning import within
+from service.compliance.held import HELD, CertKey, CertRow, current_certifications
 from service.core.db import writer
 
 CERT = Certification.__table__  # type: ignore[attr-defined]
 EVENT = AlertEvent.__table__  # type: ignore[attr-defined]
 OFFER = Offer.__table__  # type: ignore[attr-defined]
 VERSION = CatalogVersion.__table__  # type: ignore[attr-defined]
-HELD = "certified"
 LOOKBACK_DAYS = 7
 """The validity sweep looks this many days back (a dispatcher stopped longer misses them)."""
-
-CertKey = tuple[str, str]
-
-
-@dataclass(frozen=True, slots=True)
-class CertRow:
-    """One version of a certification row."""
-
-    id: int
-    provider: str
-    scheme: str
-    status: str
-    regions: tuple[str, ...] | None
-    valid_from: date | None
-    valid_to: date | None
-    evidence_url: str | None
-    checked: date | None
-    recorded_at: datetime
-
-    def held(self, day: date, region: str | None) -> bool:
-        return (
-            self.status == HELD
-            and within(day, self.valid_from, self.valid_to)
-            and (region is None or self.regions is None or region in self.regions)
-        )
-
-    def public(self) -> dict[str, Any]:
-        return {
-            "provider": self.provider,
-            "scheme": self.scheme,
-            "status": self.status,
-            "regions": list(self.regions) if self.regions is not None else None,
-            "valid_from": self.valid_from.isoformat() if self.valid_from else None,
-            "valid_to": self.valid_to.isoformat() if self.valid_to else None,
-            "evidence_url": self.evidence_url,
-            "checked": self.checked.isoformat() if self.checked else None,
-        }
-
-
-def _cert_row(r: Any) -> CertRow:
-    return CertRow(
-        id=r.id,
-        provider=r.provider,
-        scheme=r.scheme,
-        status=r.status,
-        regions=tuple(r.regions) if r.regions is not None else None,
-        valid_from=r.valid_from,
-        valid_to=r.valid_to,
-        evidence_url=r.evidence_url,
-        checked=r.checked,
-        recorded_at=r.recorded_at,
-    )
-
-
-def current_certifications(conn: Connection, *where: Any) -> dict[CertKey, CertRow]:
-    """The current version of every certification row, by (provider, scheme)."""
-    stmt = select(CERT).where(CERT.c.superseded_at.is_(None), *where)
-    return {(r.provider, r.scheme): _cert_row(r) for r in conn.execute(stmt)}
 
 
 @dataclass(frozen=True, slots=True)

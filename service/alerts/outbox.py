@@ -3,7 +3,7 @@
 :func:`enqueue_for_diff` runs inside ingest's one transaction, right after the catalog
 writes: a rolled-back or quarantined ingest therefore leaves no event, and a committed
 one leaves every event, for the dispatcher to deliver at least once. The catalog does
-not import this module: :func:`install` registers :func:`enqueue_for_diff` as its
+not import this module: :func:`service.alerts.listeners.install` registers it as its
 listener (see :mod:`service.catalog.diff_listener`) where a process starts.
 """
 
@@ -20,7 +20,6 @@ from schema.alerts import AlertEvent, Channel, EventStatus
 from schema.catalog import Region
 from schema.prices import Offer, PriceObservation
 from service.alerts.matching import Compiled, OfferChange, describe, load_index
-from service.catalog import diff_listener
 from service.catalog.bulk import bulk_insert
 from service.catalog.columns import ATTRIBUTES, OBS_COLUMNS
 from service.catalog.diff import Diff
@@ -49,13 +48,6 @@ EVENT_COLUMNS = (
 def idempotency_key(subscription_id: int, version: int, offer_id: int, event: str) -> str:
     """Stable per (subscription, catalog version, offer, event): a redelivery repeats it."""
     return f"gpa-{subscription_id}-{version}-{offer_id}-{event}"
-
-
-def install() -> None:
-    """Make :func:`enqueue_for_diff` the catalog's listener in this process: every ingest
-    then writes its alert events in its own transaction. Called where a process that may
-    ingest starts (the CLI, the API, the crawl child, the tests' conftest)."""
-    diff_listener.listen(enqueue_for_diff)
 
 
 def enqueue_for_diff(

@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from service.alerts.outbox import install as install_alert_outbox
+from service.alerts.listeners import install as install_alert_outbox
 from service.api import metrics, problems
 from service.api.conditional import ContentETagMiddleware
 from service.api.response_cache import ResponseCache, ResponseCacheMiddleware

@@ -3,7 +3,7 @@
 The alert outbox writes its events in the same transaction as the ingest that caused
 them: a rolled-back or quarantined ingest leaves no event, a committed one every event.
 The catalog does not import the alerts for it. The outbox registers itself here once per
-process (:func:`service.alerts.outbox.install`, called where a process starts: the CLI,
+process (:func:`service.alerts.listeners.install`, called where a process starts: the CLI,
 the API, the crawl child, the tests' conftest), and :func:`service.catalog.ingest.ingest`
 calls the listener with each diff it writes. An ingest in a process where nothing
 registered refuses to start (:class:`IngestError`) rather than drop alert events silently.
@@ -51,7 +51,7 @@ def required() -> DiffListener:
     """The registered listener; an ingest without one would lose alert events."""
     if listener is None:
         raise IngestError(
-            "no listener for catalog changes: call service.alerts.outbox.install() "
+            "no listener for catalog changes: call service.alerts.listeners.install() "
             "when the process starts"
         )
     return listener

@@ -89,7 +89,7 @@ def main(
     debug: Annotated[bool, typer.Option("--debug", help="show tracebacks")] = False,
 ) -> None:
     _state["debug"] = debug
-    from service.alerts.outbox import install  # every ingest writes its alert events
+    from service.alerts.listeners import install  # every ingest writes its alert events
 
     install()
 

@@ -30,9 +30,10 @@ from schema.compliance import (
 )
 from schema.records import describe_validation_error
 from schema.types import utcnow
-from service.alerts.certs import current_certifications, enqueue_certification_changes
+from service.compliance import listener
 from service.compliance.countries import InvalidCountry, parse_country
 from service.compliance.export_control import Rules
+from service.compliance.held import current_certifications
 from service.compliance.versioning import sync_versions
 from service.core.reference_error import ReferenceError
 
@@ -377,12 +378,13 @@ def load_compliance(
             conn, MEMBERSHIP, ["country", "list", "valid_from"], countries, now
         )
     if certifications is not None:
+        notify = listener.required()
         held = current_certifications(conn)
         changed["certifications"] = sync_versions(
             conn, CERT, ["provider", "scheme"], certifications, now
         )
         if changed["certifications"]:  # alert events commit with the new versions
-            enqueue_certification_changes(conn, held, now)
+            notify(conn, held, now)
     if rule_sets is not None:
         changed["export_rules"] = sync_versions(conn, RULE_SET, ["slug"], rule_sets, now)
     if classifications is not None:

@@ -149,7 +149,7 @@ def crawl_into_run(engine: Engine, settings: Settings, name: str, run_id: int, t
 
 
 def main(argv: list[str]) -> int:
-    from service.alerts.outbox import install
+    from service.alerts.listeners import install
     from service.core.db import make_engine
 
     install()  # the crawl's ingest writes its alert events

@@ -37,7 +37,7 @@ import httpx
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 
-from service.alerts.outbox import install
+from service.alerts.listeners import install
 from service.catalog.ingest import INGEST_LOCK_KEY
 from service.compliance.reference_load import load_reference
 from service.core.config import PROJECT_ROOT, REFERENCE_DIR, Settings
