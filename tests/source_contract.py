@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine, func, select
 
 from crawlers.platforms.gpuhunt import CHANNEL, GpuhuntCatalog
@@ -24,7 +25,10 @@ from crawlers.providers.aws import INDEX_PATH
 from crawlers.providers.azure import SERIES, first_page_url
 from crawlers.providers.gcp import skus_url
 from crawlers.registry import all_sources
+from schema.fx import FxRate
 from schema.prices import CatalogVersion, Offer, PriceObservation
+from service.core.config import Settings
+from service.crawl.run import crawl_source
 from service.crawl.seed import seed_files
 from tests.conftest import FIXTURES
 from tests.replay import ReplayServer, Reply
@@ -32,6 +36,8 @@ from tests.replay import ReplayServer, Reply
 OFFER = Offer.__table__  # type: ignore[attr-defined]
 OBSERVATION = PriceObservation.__table__  # type: ignore[attr-defined]
 VERSION = CatalogVersion.__table__  # type: ignore[attr-defined]
+FX = FxRate.__table__  # type: ignore[attr-defined]
+RETRIES = 1
 GARBAGE = b"\x00\x9f<<garbage>> \xff{not: a payload"
 EMPTY_PAGE = b"<html><head><title>Pricing</title></head><body><p>Soon.</p></body></html>"
 SKYPILOT_HEADER = b"InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,Region\n"
@@ -256,9 +262,9 @@ def empty_answer(name: str) -> bytes:
     return EMPTY_PAGE if chosen is None else chosen
 
 
-def catalog_state(engine: Engine, name: str) -> tuple[dict[int, dict[str, Any]], int, int | None]:
+def catalog_state(engine: Engine, name: str) -> tuple[dict[int, dict[str, Any]], int, Any, int]:
     """What a failed crawl must leave as it was: the source's offers (every column), its
-    price observations, and the current catalog version."""
+    price observations, the current catalog version, and the FX rates stored."""
     with engine.connect() as conn:
         offers = conn.execute(select(OFFER).where(OFFER.c.source == name)).mappings().all()
         ids = [row["id"] for row in offers]
@@ -266,4 +272,37 @@ def catalog_state(engine: Engine, name: str) -> tuple[dict[int, dict[str, Any]],
             select(func.count()).select_from(OBSERVATION).where(OBSERVATION.c.offer_id.in_(ids))
         ).scalar_one()
         version = conn.execute(select(func.max(VERSION.c.id))).scalar()
-    return {r["id"]: dict(r) for r in offers}, observations, version
+        rates = conn.execute(select(func.count()).select_from(FX)).scalar_one()
+    return {r["id"]: dict(r) for r in offers}, observations, version, rates
+
+
+def configure(settings: Settings, server: ReplayServer, name: str, **extra: Any) -> Settings:
+    credential = getattr(all_sources()[name], "credential", None)
+    update: dict[str, Any] = {
+        "source_base_urls": {name: server.url},
+        "http_max_retries": RETRIES,
+        "http_timeout_seconds": 10.0,
+        "crawl_timeout_seconds": 60.0,
+        **({credential: "test-key"} if credential else {}),
+        **extra,
+    }
+    return settings.model_copy(update=update)
+
+
+def check_bad_answers(
+    engine: Engine,
+    settings: Settings,
+    server: ReplayServer,
+    subtests: pytest.Subtests,
+    name: str,
+    target: str,
+    answers: dict[str, tuple[Reply, str]],
+) -> None:
+    """Each answer (served at ``target``) fails with its label and leaves the catalog."""
+    before = catalog_state(engine, name)
+    for case, (reply, label) in answers.items():
+        with subtests.test(case):
+            server.route(target, reply)
+            report = crawl_source(engine, configure(settings, server, name), name)
+            assert report.label.startswith(label), report.label
+            assert catalog_state(engine, name) == before

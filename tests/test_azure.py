@@ -175,19 +175,6 @@ def test_full_crawl_follows_every_page(
     assert again.counts["updated"] == 0
 
 
-def test_rate_limit_with_retry_after_is_waited_out(
-    engine: Engine, settings: Settings, server: ReplayServer
-) -> None:
-    _route_small(server)
-    first = first_page_url("", "NC")
-    body = _small_page("NC", SMALL["NC"])
-    server.route(first, Reply(b"", status=429, headers={"Retry-After": "0"}), Reply(body))
-    report = crawl_source(engine, _settings(settings, server), "azure")
-    assert report.label == "ok"
-    assert server.hits[first] == 2
-    assert ("Standard_NC4as_T4_v3", "eastus", "on_demand", "hour") in _offers(engine)
-
-
 def _renamed(field: str, new: str) -> bytes:
     page = json.loads(_small_page("NC", SMALL["NC"]))
     for item in page["Items"]:
@@ -196,13 +183,6 @@ def _renamed(field: str, new: str) -> bytes:
 
 
 FAULTS: list[tuple[str, Reply, str, dict[str, Any]]] = [
-    ("5xx-storm", Reply(b"upstream timeout", status=503, headers={"Retry-After": "0"}),
-     "failed: server error", {}),
-    ("truncated", Reply(_small_page("NC", SMALL["NC"]), truncate=True), "failed: truncated body",
-     {"http_max_retries": 0}),
-    ("json", Reply(b'{"Items": [{"currencyCode": "USD", '), "failed: invalid payload", {}),
-    ("html", Reply(b"<html>Service Unavailable</html>"), "failed: invalid payload", {}),
-    ("field", Reply(_renamed("retailPrice", "price")), "failed: layout changed", {}),
     ("type", Reply(_renamed("type", "priceType")), "failed: layout changed", {}),
     ("root", Reply(b'{"items": [], "NextPageLink": null}'), "failed: layout changed", {}),
 ]  # fmt: skip
@@ -218,23 +198,9 @@ def test_faults_fail_and_keep_the_catalog(
     for name, fault, label, extra in FAULTS:
         with subtests.test(name):
             server.route(first, fault)
-            hits = server.hits[first]
             report = crawl_source(engine, _settings(settings, server, **extra), "azure")
             assert report.label.startswith(label), report.label
             assert _offers(engine) == before and _versions(engine) == versions  # untouched
-            if name == "5xx-storm":
-                assert server.hits[first] - hits == 3  # the request and 2 retries
-
-
-def test_empty_result_is_not_applied(
-    engine: Engine, settings: Settings, server: ReplayServer
-) -> None:
-    empty = b'{"BillingCurrency": "USD", "Items": [], "NextPageLink": null, "Count": 0}'
-    for series in SERIES:
-        server.route(first_page_url("", series), Reply(empty))
-    report = crawl_source(engine, _settings(settings, server), "azure")
-    assert report.label.startswith("failed: empty result")
-    assert _offers(engine) == {} and _versions(engine) == 0
 
 
 def test_saved_pages_dry_run_without_network_or_database() -> None:

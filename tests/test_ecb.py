@@ -37,23 +37,6 @@ def test_ecb_feed_stores_rates(engine: Engine, settings: Settings, server: Repla
     assert again.counts["added"] == 0  # a published rate is stored once
 
 
-@pytest.mark.parametrize(
-    ("body", "reason"),
-    [
-        (b"<not xml", "invalid payload"),
-        (b'<?xml version="1.0"?><root/>', "layout changed"),
-    ],
-)
-def test_ecb_bad_feed_fails_cleanly(
-    engine: Engine, settings: Settings, server: ReplayServer, body: bytes, reason: str
-) -> None:
-    server.route(HIST, Reply(body, content_type="application/xml"))
-    report = crawl_source(engine, _settings(settings, server), "ecb")
-    assert report.label.startswith(f"failed: {reason}")
-    with engine.connect() as conn:
-        assert conn.execute(select(FxRate.__table__)).first() is None  # type: ignore[attr-defined]
-
-
 @pytest.mark.parametrize(("factor", "ok"), [("100", False), ("0.01", False), ("1.5", True)])
 def test_ecb_implausible_day_fails_and_stores_nothing(
     engine: Engine, settings: Settings, server: ReplayServer, factor: str, ok: bool

@@ -218,18 +218,7 @@ BAD_PAYLOADS: list[tuple[str, dict[str, Reply], str]] = [
     ("zip-404", {"catalog": Reply(b"missing", status=404)}, "failed: not found"),
     ("version-html", {"version": Reply(b"<html>Access Denied</html>")}, "failed: layout changed"),
     ("version-path", {"version": Reply(b"../../etc/passwd")}, "failed: layout changed"),
-    ("not-zip", {"catalog": Reply(b"this is not a zip")}, "failed: invalid payload"),
     ("no-member", {"catalog": Reply(zipped({"other.csv": _csv()}))}, "failed: layout changed"),
-    (
-        "renamed-column",
-        {"catalog": Reply(zipped({"runpod.csv": _csv().replace(b",price,", b",usd,")}))},
-        "failed: layout changed",
-    ),
-    (
-        "truncated",
-        {"catalog": Reply(zipped({"runpod.csv": _csv()}), truncate=True)},
-        "failed: truncated body",
-    ),
     (
         "zip-bomb",
         {"catalog": Reply(zipped({"runpod.csv": _csv() + b"\0" * 2_000_000}))},

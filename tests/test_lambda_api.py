@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from decimal import Decimal
 from typing import Any
 
@@ -14,20 +13,12 @@ from service.core.config import Settings
 from service.crawl.run import crawl_source
 from tests.conftest import FIXTURES
 from tests.replay import ReplayServer, Reply
+from tests.source_contract import check_bad_answers, configure
 
 PATH = "/api/v1/instance-types"
 DIR = FIXTURES / "lambda"
 OFFER = Offer.__table__  # type: ignore[attr-defined]
 TYPES = 19
-
-
-def _settings(settings: Settings, server: ReplayServer, **extra: Any) -> Settings:
-    update: dict[str, Any] = {
-        "source_base_urls": {"lambda": server.url},
-        "http_max_retries": 2,
-        "lambda_api_key": "test-key",
-    }
-    return settings.model_copy(update={**update, **extra})
 
 
 def _offers(engine: Engine) -> dict[str, dict[str, Any]]:
@@ -39,14 +30,10 @@ def _offers(engine: Engine) -> dict[str, dict[str, Any]]:
 def test_instance_types_become_global_hourly_offers(
     engine: Engine, settings: Settings, server: ReplayServer
 ) -> None:
-    throttled = Reply(
-        b'{"error": {"code": "global/too-many-requests"}}', status=429, headers={"Retry-After": "0"}
-    )
-    server.route(PATH, throttled, Reply.file(DIR / "instance-types.json"))
-    report = crawl_source(engine, _settings(settings, server), "lambda")
+    server.route(PATH, Reply.file(DIR / "instance-types.json"))
+    report = crawl_source(engine, configure(settings, server, "lambda"), "lambda")
     assert report.label == "ok", report
     assert report.counts["seen"] == report.counts["added"] == TYPES
-    assert len(server.requests) == 2  # the 429 was waited out
 
     offers = _offers(engine)
     h100 = offers["gpu_8x_h100_sxm5"]
@@ -75,61 +62,23 @@ def test_instance_types_become_global_hourly_offers(
 
     # An hour later capacity has moved between regions; prices have not: nothing is written.
     server.route(PATH, Reply.file(DIR / "instance-types-capacity-moved.json"))
-    again = crawl_source(engine, _settings(settings, server), "lambda")
+    again = crawl_source(engine, configure(settings, server, "lambda"), "lambda")
     assert again.label == "ok" and again.catalog_version is None
     assert [again.counts[k] for k in ("added", "changed", "withdrawn", "updated")] == [0, 0, 0, 0]
 
     # An empty answer after good crawls is quarantined: the catalog stays as it was.
     server.route(PATH, Reply(b'{"data": {}}'))
-    empty = crawl_source(engine, _settings(settings, server), "lambda")
+    empty = crawl_source(engine, configure(settings, server, "lambda"), "lambda")
     assert empty.status.value == "quarantined"
     offers = _offers(engine)
     assert len(offers) == TYPES and {o["status"] for o in offers.values()} == {"active"}
 
 
-def test_missing_key_is_skipped_without_a_request(
-    engine: Engine, settings: Settings, server: ReplayServer
-) -> None:
-    server.route(PATH, Reply.file(DIR / "instance-types.json"))
-    report = crawl_source(engine, _settings(settings, server, lambda_api_key=None), "lambda")
-    assert report.label == "skipped: no credential"
-    assert server.requests == []
-    assert _offers(engine) == {}
-
-
-def _renamed_price() -> bytes:
-    payload = json.loads((DIR / "instance-types.json").read_text())
-    for entry in payload["data"].values():
-        item = entry["instance_type"]
-        item["price_usd_cents"] = item.pop("price_cents_per_hour")
-    return json.dumps(payload).encode()
-
-
-BAD_ANSWERS = {
-    "unauthorized": (
-        Reply(
-            b'{"error": {"code": "global/invalid-api-key", "message": "API key was invalid, '
-            b'expired, or deleted."}}',
-            status=401,
-        ),
-        "failed: unauthorized",
-    ),
-    "truncated-json": (Reply(b'{"data": {"gpu_1x_a10": '), "failed: invalid payload"),
-    "renamed-field": (Reply(_renamed_price()), "failed: layout changed"),
-    "renamed-root": (Reply(b'{"instance_types": {}}'), "failed: layout changed"),
-    "empty": (Reply(b'{"data": {}}'), "failed: empty result"),
-}
-
-
-def test_bad_answers_fail_and_write_nothing(
+def test_a_renamed_root_is_a_layout_change(
     engine: Engine, settings: Settings, server: ReplayServer, subtests: pytest.Subtests
 ) -> None:
-    for case, (reply, label) in BAD_ANSWERS.items():
-        with subtests.test(case):
-            server.route(PATH, reply)
-            report = crawl_source(engine, _settings(settings, server), "lambda")
-            assert report.label.startswith(label)
-            assert _offers(engine) == {}
+    renamed = {"renamed-root": (Reply(b'{"instance_types": {}}'), "failed: layout changed")}
+    check_bad_answers(engine, settings, server, subtests, "lambda", PATH, renamed)
 
 
 def test_saved_response_dry_run_needs_no_key_or_database() -> None:

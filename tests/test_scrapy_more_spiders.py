@@ -1,8 +1,8 @@
 """The six issue-4 spiders beyond the first five: offline parses of their authored
-fixtures (exact offers), a "layout changed" page each, and one end-to-end crawl.
+fixtures (exact offers) and the hook a "layout changed" error names.
 
-Offline parses run the spider's own ``parse`` in-process (``--from-file``); the crawl
-runs Scrapy in a child process against the local replay server, robots.txt included.
+Offline parses run the spider's own ``parse`` in-process (``--from-file``); crawls over
+HTTP are in the contract suite (test_source_contract.py).
 """
 
 from __future__ import annotations
@@ -14,20 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, select
 
 from crawlers.base import Context, SourceError
 from crawlers.http import FetchPolicy
 from crawlers.registry import all_sources, get_source
 from crawlers.scrapy.runner import SpiderOutput, run_spider
-from schema.prices import Offer
 from schema.records import OfferRecord
 from service.core.config import Settings
 from service.crawl.run import crawl_source
 from service.crawl.seed import seed_files
 from tests.conftest import FIXTURES
 from tests.factories import gpu_of
-from tests.replay import ReplayServer, Reply
 
 D = Decimal
 PAGES: dict[str, tuple[str, ...]] = {
@@ -280,40 +277,3 @@ def test_layout_changed(tmp_path: Path, offline: Settings, name: str) -> None:
     assert not report.records
     with pytest.raises(SourceError, match=re.escape(hook)):
         parse(name, mangled)
-
-
-# ---------------------------------------------------------------- over HTTP, end to end
-
-
-def test_scaleway_crawl_end_to_end(
-    engine: Engine, settings: Settings, server: ReplayServer
-) -> None:
-    name = "scaleway-web"
-    folder = FIXTURES / name
-    path = str(get_source(name).start_paths[0])  # type: ignore[attr-defined]
-    server.route("/robots.txt", Reply.file(folder / "robots.txt"))
-    server.route(path, Reply.file(folder / PAGES[name][0]))
-    config = settings.model_copy(
-        update={
-            "source_base_urls": {name: server.url},
-            "http_max_retries": 1,
-            "http_timeout_seconds": 10.0,
-            "crawl_timeout_seconds": 60.0,
-        }
-    )
-    report = crawl_source(engine, config, name)
-    assert report.label == "ok"
-    assert report.counts["seen"] == report.counts["added"] == 9
-    assert [p for _, p, _, _ in server.requests] == ["/robots.txt", path]
-    table = Offer.__table__  # type: ignore[attr-defined]
-    with engine.connect() as conn:
-        stored = conn.execute(select(table).where(table.c.source == name)).mappings().all()
-    catalog = {(r["sku"], r["region"]): r for r in stored}
-    h100 = catalog[("H100-1-80G", "pl-waw-2")]
-    assert (h100["amount"], h100["currency"], h100["unit"], h100["price_per"]) == (
-        D("2.73"),
-        "EUR",
-        "hour",
-        "instance",
-    )
-    assert h100["source_url"] == f"{server.url}{path}"

@@ -17,7 +17,6 @@ both databases; the catalog checks are the same.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import Engine
@@ -28,7 +27,9 @@ from service.crawl.run import CrawlReport, crawl_source
 from tests.replay import ReplayServer, Reply
 from tests.source_contract import (
     GARBAGE,
+    RETRIES,
     catalog_state,
+    configure,
     empty_answer,
     is_spider,
     replay,
@@ -38,22 +39,8 @@ from tests.source_contract import (
 SOURCES = all_sources()
 API = sorted(n for n, c in SOURCES.items() if not is_spider(c))
 SPIDERS = sorted(n for n, c in SOURCES.items() if is_spider(c))
-RETRIES = 1
 DECODED = {"application/json", "application/xml", "application/zip", "text/csv"}
 """Payloads decoded before parsing: garbage is an invalid payload (HTML: no rows)."""
-
-
-def configure(settings: Settings, server: ReplayServer, name: str, **extra: Any) -> Settings:
-    credential = getattr(SOURCES[name], "credential", None)
-    update: dict[str, Any] = {
-        "source_base_urls": {name: server.url},
-        "http_max_retries": RETRIES,
-        "http_timeout_seconds": 10.0,
-        "crawl_timeout_seconds": 60.0,
-        **({credential: "test-key"} if credential else {}),
-        **extra,
-    }
-    return settings.model_copy(update=update)
 
 
 def offline(name: str, files: list[Path]) -> CrawlReport:
@@ -76,6 +63,9 @@ def crawl_to_the_end(
     for target, bodies in answers.routes.items():
         if target != first:
             assert server.hits.get(target) == len(bodies), f"{target} not fetched"
+    if is_spider(SOURCES[name]):  # each offer cites the page it was read from
+        pages = {server.url + target for target in answers.payloads}
+        assert {o["source_url"] for o in catalog_state(engine, name)[0].values()} <= pages
     expected = offline(name, answers.files)
     if SOURCES[name].kind != "fx":  # FX feeds store rates, not offers
         assert report.counts["seen"] == len(expected.records)
@@ -88,7 +78,7 @@ def fetch_faults(name: str) -> dict[str, tuple[list[Reply], str, int | None]]:
     answers = replay(name)
     spider = is_spider(SOURCES[name])
     payload = answers.routes[answers.data][0]
-    status = 401 if getattr(SOURCES[name], "credential", None) else 403
+    denied = "failed: blocked" if spider else "failed: unauthorized"
     return {
         "5xx-storm": (
             [answers.reply(b"busy", status=503, headers={"Retry-After": "0"})],
@@ -96,11 +86,8 @@ def fetch_faults(name: str) -> dict[str, tuple[list[Reply], str, int | None]]:
             RETRIES + 1,
         ),
         "truncated": ([answers.reply(payload, truncate=True)], "failed: truncated body", None),
-        "unauthorized": (
-            [answers.reply(b"denied", status=status)],
-            "failed: blocked" if spider else "failed: unauthorized",
-            1,
-        ),
+        "unauthorized": ([answers.reply(b"who?", status=401)], denied, 1),
+        "forbidden": ([answers.reply(b"denied", status=403)], denied, 1),
     }
 
 
