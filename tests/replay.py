@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
+
 
 @dataclass
 class Reply:
@@ -119,3 +121,19 @@ class ReplayServer:
 def replay_server() -> Iterator[ReplayServer]:
     with ReplayServer() as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def module_server() -> Iterator[ReplayServer]:
+    with ReplayServer() as replay:
+        yield replay
+
+
+@pytest.fixture(name="server")
+def reused_server(module_server: ReplayServer) -> ReplayServer:
+    """One real local server per test module (its shutdown costs a poll interval), reset.
+    Import it into a test module to replace the per-test ``server`` there."""
+    module_server.routes.clear()
+    module_server.hits.clear()
+    module_server.requests.clear()
+    return module_server

@@ -306,3 +306,17 @@ def check_bad_answers(
             report = crawl_source(engine, configure(settings, server, name), name)
             assert report.label.startswith(label), report.label
             assert catalog_state(engine, name) == before
+
+
+def offers_by(engine: Engine, name: str, *key: str) -> dict[Any, dict[str, Any]]:
+    """The source's stored offers by ``key`` (one column: its value; several: a tuple)."""
+    with engine.connect() as conn:
+        rows = conn.execute(select(OFFER).where(OFFER.c.source == name)).mappings().all()
+    if len(key) == 1:
+        return {r[key[0]]: dict(r) for r in rows}
+    return {tuple(r[k] for k in key): dict(r) for r in rows}
+
+
+def versions(engine: Engine) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(VERSION)).scalar_one())

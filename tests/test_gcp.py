@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, select
 
 from crawlers.normalize.reference import reference_index
 from crawlers.providers.gcp import ACCELERATORS, MACHINES, sku_price, skus_url
@@ -19,6 +19,7 @@ from service.core.config import REFERENCE_DIR, Settings
 from service.crawl.run import crawl_source
 from tests.conftest import FIXTURES
 from tests.replay import ReplayServer, Reply
+from tests.source_contract import check_bad_answers, offers_by, versions
 
 DIR = FIXTURES / "gcp"
 PAGES = [DIR / f"skus-page-{n}.json" for n in (1, 2, 3)]
@@ -73,26 +74,18 @@ def _small_page() -> bytes:
 
 
 def _offers(engine: Engine) -> dict[tuple[str, str, str], dict[str, Any]]:
-    with engine.connect() as conn:
-        rows = conn.execute(select(OFFER).where(OFFER.c.source == "gcp")).mappings().all()
-    return {(r["sku"], r["region"], r["price_kind"]): dict(r) for r in rows}
-
-
-def _versions(engine: Engine) -> int:
-    with engine.connect() as conn:
-        return int(conn.execute(select(func.count()).select_from(VERSION)).scalar_one())
+    return offers_by(engine, "gcp", "sku", "region", "price_kind")
 
 
 def test_full_crawl_prices_gpus_and_machine_types(
     engine: Engine, settings: Settings, server: ReplayServer
 ) -> None:
     load_reference(engine, REFERENCE_DIR)
-    routes = _route_fixtures(server)
+    _route_fixtures(server)
     report = crawl_source(engine, _settings(settings, server), "gcp")
     assert report.label == "ok", report
     assert report.counts["seen"] == report.counts["added"] == SEEN
     assert report.counts["rejected"] == 0 and report.unmapped == {}
-    assert sorted(r[1] for r in server.requests) == sorted(routes)
     # the key travels in a header, never in a URL (so never in logs or provenance)
     for _, path, headers, _ in server.requests:
         assert headers["X-Goog-Api-Key"] == KEY and KEY not in path
@@ -185,21 +178,17 @@ def test_real_catalog_page_from_file(realdata: Path) -> None:
     )
 
 
-def _mangled(change: str) -> bytes:
+def _renamed_pricing_info() -> bytes:
     page = json.loads(_small_page())
     for sku in page["skus"]:
-        if change == "pricingInfo":
-            sku["pricing_info"] = sku.pop("pricingInfo")
-        else:  # a money field renamed: must not silently lose the nanos
-            for tier in sku["pricingInfo"][0]["pricingExpression"]["tieredRates"]:
-                tier["unitPrice"]["nano"] = tier["unitPrice"].pop("nanos")
+        sku["pricing_info"] = sku.pop("pricingInfo")
     return json.dumps(page).encode()
 
 
-FAULTS: list[tuple[str, Reply, str, dict[str, Any]]] = [
-    ("field", Reply(_mangled("pricingInfo")), "failed: layout changed", {}),
-    ("root", Reply(b'{"items": [], "nextPageToken": ""}'), "failed: layout changed", {}),
-]  # fmt: skip
+FAULTS = {
+    "field": (Reply(_renamed_pricing_info()), "failed: layout changed"),
+    "root": (Reply(b'{"items": [], "nextPageToken": ""}'), "failed: layout changed"),
+}
 
 
 def test_faults_fail_and_keep_the_catalog(
@@ -207,13 +196,7 @@ def test_faults_fail_and_keep_the_catalog(
 ) -> None:
     server.route(skus_url(""), Reply(_small_page()))
     assert crawl_source(engine, _settings(settings, server), "gcp").label == "ok"
-    before, versions = _offers(engine), _versions(engine)
-    for name, fault, label, extra in FAULTS:
-        with subtests.test(name):
-            server.route(skus_url(""), fault)
-            report = crawl_source(engine, _settings(settings, server, **extra), "gcp")
-            assert report.label.startswith(label), report.label
-            assert _offers(engine) == before and _versions(engine) == versions
+    check_bad_answers(engine, settings, server, subtests, "gcp", skus_url(""), FAULTS)
 
 
 def test_empty_result_is_not_applied(
@@ -222,7 +205,7 @@ def test_empty_result_is_not_applied(
     server.route(skus_url(""), Reply(b"{}"))
     report = crawl_source(engine, _settings(settings, server), "gcp")
     assert report.label.startswith("failed: empty result")
-    assert _offers(engine) == {} and _versions(engine) == 0
+    assert _offers(engine) == {} and versions(engine) == 0
 
 
 def test_tables_use_reference_slugs() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import zipfile
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,8 @@ from schema.prices import Offer
 from service.core.config import Settings
 from service.crawl.run import CrawlReport, crawl_source
 from tests.conftest import FIXTURES
-from tests.replay import ReplayServer, Reply
+from tests.replay import ReplayServer, Reply, module_server, reused_server  # noqa: F401 (fixtures)
+from tests.source_contract import offers_by
 
 HUNT = FIXTURES / "gpuhunt"
 VERSION = (HUNT / "version").read_text().strip()
@@ -38,21 +38,6 @@ HEADER = (
     "instance_name,location,price,cpu,memory,gpu_count,gpu_name,gpu_memory,spot,disk_size,"
     "gpu_vendor,flags,cpu_arch,provider_data"
 )
-
-
-@pytest.fixture(scope="module")
-def module_server() -> Iterator[ReplayServer]:
-    with ReplayServer() as replay:
-        yield replay
-
-
-@pytest.fixture
-def server(module_server: ReplayServer) -> ReplayServer:
-    """One real local server for this module (its shutdown costs a poll interval), reset."""
-    module_server.routes.clear()
-    module_server.hits.clear()
-    module_server.requests.clear()
-    return module_server
 
 
 def zipped(members: dict[str, bytes]) -> bytes:
@@ -87,9 +72,7 @@ def _crawl(engine: Engine, settings: Settings, server: ReplayServer, name: str) 
 
 
 def _offers(engine: Engine, source: str) -> dict[tuple[str, str, str], dict[str, Any]]:
-    with engine.connect() as conn:
-        rows = conn.execute(select(OFFER).where(OFFER.c.source == source)).mappings().all()
-    return {(r["sku"], r["region"], r["price_kind"]): dict(r) for r in rows}
+    return offers_by(engine, source, "sku", "region", "price_kind")
 
 
 def _csv(*rows: str) -> bytes:

@@ -7,14 +7,14 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from schema.prices import Offer
 from service.core.config import Settings
 from service.crawl.run import crawl_source
 from tests.conftest import FIXTURES
 from tests.replay import ReplayServer, Reply
-from tests.source_contract import check_bad_answers
+from tests.source_contract import check_bad_answers, offers_by
 
 ROUTE = "/1.0/order/catalog/public/cloud?ovhSubsidiary=FR"
 FILE = FIXTURES / "ovhcloud" / "catalog-public-cloud-FR.json"
@@ -29,9 +29,7 @@ def _settings(settings: Settings, server: ReplayServer) -> Settings:
 
 
 def _offers(engine: Engine) -> dict[tuple[str, str, str], dict[str, Any]]:
-    with engine.connect() as conn:
-        rows = conn.execute(select(OFFER).where(OFFER.c.source == "ovhcloud")).mappings().all()
-    return {(r["sku"], r["region"], r["price_kind"]): dict(r) for r in rows}
+    return offers_by(engine, "ovhcloud", "sku", "region", "price_kind")
 
 
 def test_gpu_flavours_become_hourly_and_monthly_offers_per_region(

@@ -22,17 +22,11 @@ from schema.crawl import CrawlRun, CrawlRunPayload, RejectedRecord
 from schema.prices import CatalogVersion, Offer
 from service.core.config import Settings
 from service.crawl.run import CrawlReport, crawl_source
+from service.crawl.seed import seed_files
 from tests.conftest import FIXTURES
 from tests.replay import ReplayServer, Reply
 
 D = Decimal
-PAGES = {
-    "lambda-web": "pricing.html",
-    "nebius-web": "prices.html",
-    "digitalocean-web": "gpu-droplets.html",
-    "paperspace-web": "pricing.html",
-    "coreweave-web": "pricing.html",
-}
 OFFER = Offer.__table__  # type: ignore[attr-defined]
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]
 RUN_PAYLOAD = CrawlRunPayload.__table__  # type: ignore[attr-defined]
@@ -48,7 +42,7 @@ def sq_settings(sqlite_url: str) -> Settings:
 def configure(settings: Settings, server: ReplayServer, **extra: Any) -> Settings:
     return settings.model_copy(
         update={
-            "source_base_urls": dict.fromkeys(PAGES, server.url),
+            "source_base_urls": dict.fromkeys(("lambda-web", "digitalocean-web"), server.url),
             "http_max_retries": 1,
             "http_timeout_seconds": 10.0,
             "crawl_timeout_seconds": 60.0,
@@ -63,7 +57,7 @@ def page_path(name: str) -> str:
 
 
 def page(name: str) -> Path:
-    return FIXTURES / name / PAGES[name]
+    return seed_files(get_source(name))[0]
 
 
 def serve(server: ReplayServer, name: str, *replies: Reply, robots: Reply | None = None) -> None:

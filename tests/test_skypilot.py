@@ -29,7 +29,8 @@ from service.core.config import Settings
 from service.crawl.run import CrawlReport, crawl_source
 from tests.conftest import FIXTURES
 from tests.factories import gpu_of
-from tests.replay import ReplayServer, Reply
+from tests.replay import ReplayServer, Reply, module_server, reused_server  # noqa: F401 (fixtures)
+from tests.source_contract import offers_by
 
 SKY = FIXTURES / "skypilot"
 OFFER = Offer.__table__  # type: ignore[attr-defined]
@@ -41,21 +42,6 @@ LAMBDA_HEADER = (
     "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,Region,GpuInfo,SpotPrice"
 )
 H100 = "\"{'Gpus': [{'Name': 'H100', 'Manufacturer': 'NVIDIA', 'Count': 1.0, 'MemoryInfo': {'SizeInMiB': 81920}}], 'TotalGpuMemoryInMiB': 81920}\""
-
-
-@pytest.fixture(scope="module")
-def module_server() -> Iterator[ReplayServer]:
-    with ReplayServer() as replay:
-        yield replay
-
-
-@pytest.fixture
-def server(module_server: ReplayServer) -> ReplayServer:
-    """One real local server for this module (its shutdown costs a poll interval), reset."""
-    module_server.routes.clear()
-    module_server.hits.clear()
-    module_server.requests.clear()
-    return module_server
 
 
 def _settings(settings: Settings, server: ReplayServer, name: str) -> Settings:
@@ -79,9 +65,7 @@ def _crawl(
 
 
 def _offers(engine: Engine, source: str) -> dict[tuple[str, str, str], dict[str, Any]]:
-    with engine.connect() as conn:
-        rows = conn.execute(select(OFFER).where(OFFER.c.source == source)).mappings().all()
-    return {(r["sku"], r["region"], r["price_kind"]): dict(r) for r in rows}
+    return offers_by(engine, source, "sku", "region", "price_kind")
 
 
 def _lambda_csv(*rows: str) -> bytes:
