@@ -282,6 +282,17 @@ def _find_amount(cleaned: str, default: str | None) -> tuple[re.Match[str], str 
     return candidates[0], None, candidates[0].end("num")
 
 
+_TERMS = {"1": "reserved_1m", "6": "reserved_6m", "12": "reserved_1y", "36": "reserved_3y"}
+
+
+def reserved_kind(months: str | None) -> str:
+    """The price kind of a commitment of ``months`` ("12" -> ``reserved_1y``); no stated
+    term is plain ``reserved``, which the pipeline rejects with its row."""
+    if months is None:
+        return "reserved"
+    return _TERMS.get(months, f"reserved_{months}m")
+
+
 def parse_unit(text: str | None) -> tuple[Unit | None, bool | None]:
     """The billing unit and basis named by a unit text or a column header.
 

@@ -439,7 +439,7 @@ class SkyPilotCatalog(ApiSource):
 
 def skypilot_source(
     peer: str,
-    provider: str,
+    provider: str | None = None,
     *,
     currency: str = "USD",
     version: str = "v8",
@@ -450,7 +450,16 @@ def skypilot_source(
     note: str = "",
     module: str = __name__,
 ) -> type[SkyPilotCatalog]:
-    """A source class ``skypilot:<peer>`` for one SkyPilot cloud mapped to our ``provider``."""
+    """A source class ``skypilot:<peer>`` for one SkyPilot cloud mapped to our ``provider``
+    (by default the cloud's own name).
+
+    Each row of the table in ``crawlers/providers/skypilot.py`` says what the file does not:
+    its ``currency`` (assumed; recorded on every record), which catalog schema ``version``
+    carries the cloud, whether the AvailabilityZone column is the provider's own location
+    code (``region_mode="zone"``), how to read GpuInfo's memory figure (``gpu_memory``),
+    how a region names its country (``country_rule``), and the ``fixture`` it seeds from.
+    """
+    provider = provider or peer
     if not _PEER_NAME.match(peer) or not _PEER_NAME.match(provider):
         raise ValueError(f"bad peer or provider slug: {peer!r} → {provider!r}")
     if not re.fullmatch(r"[A-Z]{3}", currency):

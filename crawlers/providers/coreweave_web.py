@@ -28,18 +28,12 @@ from typing import Any
 from scrapy.http import TextResponse
 
 from crawlers.normalize.prices import parse_number, parse_unit
-from crawlers.scrapy import HtmlSpider, column, slug, text
+from crawlers.scrapy import HtmlSpider, cell, column, has_class, price_columns, slug, text
 
-
-def _has(cls: str) -> str:
-    return f"contains(concat(' ', normalize-space(@class), ' '), ' {cls} ')"
-
-
-_TABLES = f"//div[{_has('table-v2')} and {_has('gpu-pricing')}]"
-_HEADER = f"./div[{_has('table-v2-header')}]/div[{_has('table-v2-cell')}]"
-_ROWS = f".//div[{_has('table-row-v2')} and {_has('kubernetes-gpu-pricing')}]"
-_CELLS = f"./div[{_has('table-v2-cell')}]"
-_KINDS = (("on-demand", "on_demand"), ("spot", "spot"))
+_TABLES = f"//div[{has_class('table-v2')} and {has_class('gpu-pricing')}]"
+_HEADER = f"./div[{has_class('table-v2-header')}]/div[{has_class('table-v2-cell')}]"
+_ROWS = f".//div[{has_class('table-row-v2')} and {has_class('kubernetes-gpu-pricing')}]"
+_CELLS = f"./div[{has_class('table-v2-cell')}]"
 
 
 class CoreWeaveWeb(HtmlSpider):
@@ -51,39 +45,33 @@ class CoreWeaveWeb(HtmlSpider):
     docs_url = "https://docs.coreweave.com/docs/pricing"
 
     def parse_page(self, response: TextResponse) -> Iterator[Any]:
-        seen: set[tuple[str, str, str]] = set()
         for table in self.require(response.xpath(_TABLES), "GPU table (div.table-v2.gpu-pricing)"):
-            eyebrow = text(table.xpath(f"preceding::*[{_has('eyebrow')}][1]"))
+            eyebrow = text(table.xpath(f"preceding::*[{has_class('eyebrow')}][1]"))
             region = slug(eyebrow.split(":", 1)[-1]) if eyebrow else self.region
-            headers = [text(cell) for cell in table.xpath(_HEADER)]
+            headers = [text(node) for node in table.xpath(_HEADER)]
             count_col, vram_col = column(headers, "gpu count"), column(headers, "vram")
             cpu_col, ram_col = column(headers, "vcpu"), column(headers, "system ram")
-            prices = [(column(headers, word, "price"), kind) for word, kind in _KINDS]
+            prices = price_columns(headers, on_demand="on-demand", spot="spot")
             for row in table.xpath(_ROWS):
-                model = row.xpath(f".//h3[{_has('table-model-name')}]")
+                model = row.xpath(f".//h3[{has_class('table-model-name')}]")
                 name = text(model)
                 sku = model.attrib.get("data-product") or name
-                cells = [text(cell) for cell in row.xpath(_CELLS)]
-
-                def at(index: int | None, cells: list[str] = cells) -> str | None:
-                    return cells[index] if index is not None and index < len(cells) else None
-
+                cells = [text(node) for node in row.xpath(_CELLS)]
                 for index, kind in prices:
-                    if index is None or (region, sku, kind) in seen:
+                    if index is None or not self.once(response, region, sku, kind):
                         continue
-                    seen.add((region, sku, kind))
                     unit, per_gpu = parse_unit(headers[index])
                     yield from self.offer(
                         response,
                         sku=sku,
                         gpu_name=name,
-                        gpu_count=parse_number(at(count_col)),
-                        price=at(index),
+                        gpu_count=parse_number(cell(cells, count_col)),
+                        price=cell(cells, index),
                         price_kind=kind,
                         unit=unit,
                         per_gpu=False if per_gpu is None else per_gpu,
                         region=region,
-                        gpu_memory_gb=parse_number(at(vram_col)),
-                        vcpus=parse_number(at(cpu_col)),
-                        memory_gb=parse_number(at(ram_col)),
+                        gpu_memory_gb=parse_number(cell(cells, vram_col)),
+                        vcpus=parse_number(cell(cells, cpu_col)),
+                        memory_gb=parse_number(cell(cells, ram_col)),
                     )

@@ -26,9 +26,7 @@ from typing import Any
 from scrapy.http import TextResponse
 
 from crawlers.normalize.prices import parse_number
-from crawlers.scrapy import HtmlSpider, column, text
-
-_KINDS = (("on demand", "on_demand"), ("spot", "spot"))
+from crawlers.scrapy import HtmlSpider, cell, column, price_columns, text
 
 
 class DataCrunchWeb(HtmlSpider):
@@ -50,24 +48,20 @@ class DataCrunchWeb(HtmlSpider):
             count = next((i for i, h in enumerate(headers) if h.lower() == "gpu"), None)
             cpu = column(headers, "cpu")
             ram = next((i for i, h in enumerate(headers) if h.lower() == "ram"), None)
-            prices = [(column(headers, word, "price"), kind) for word, kind in _KINDS]
+            prices = price_columns(headers, on_demand="on demand", spot="spot")
             for row in table.xpath(".//tbody/tr"):
                 cells = [text(td) for td in row.xpath("./td")]
-
-                def at(index: int | None, cells: list[str] = cells) -> str | None:
-                    return cells[index] if index is not None and index < len(cells) else None
-
                 for index, kind in prices:
                     if index is None:
                         continue
                     yield from self.offer(
                         response,
-                        sku=at(name) or "",
-                        gpu_name=at(model),
-                        gpu_count=parse_number(at(count)),
-                        price=at(index),
+                        sku=cell(cells, name) or "",
+                        gpu_name=cell(cells, model),
+                        gpu_count=parse_number(cell(cells, count)),
+                        price=cell(cells, index),
                         price_kind=kind,
                         per_gpu=False,
-                        vcpus=parse_number(at(cpu)),
-                        memory_gb=parse_number(at(ram)),
+                        vcpus=parse_number(cell(cells, cpu)),
+                        memory_gb=parse_number(cell(cells, ram)),
                     )

@@ -26,13 +26,12 @@ from typing import Any
 
 from scrapy.http import TextResponse
 
-from crawlers.normalize.prices import parse_number
+from crawlers.normalize.prices import parse_number, reserved_kind
 from crawlers.scrapy import HtmlSpider, text
 
 _LABEL = re.compile(r"^(on-demand|reserved)\s+price$", re.IGNORECASE)
 _COUNT_SUFFIX = re.compile(r"x(\d+)$")
 _TERM = re.compile(r"commitment\s+of\s+(\d+)\s+months?", re.IGNORECASE)
-_TERMS = {"1": "reserved_1m", "6": "reserved_6m", "12": "reserved_1y", "36": "reserved_3y"}
 _FLOOR = re.compile(r"\b(?:as\s+low\s+as|start(?:s|ing)?\s+(?:at|from))\b", re.IGNORECASE)
 
 
@@ -63,15 +62,11 @@ class DigitalOceanWeb(HtmlSpider):
             kind, floor = "on_demand", False
             if text(label).lower().startswith("reserved"):
                 term = _TERM.search(wording)
-                kind = (
-                    _TERMS.get(term.group(1), f"reserved_{term.group(1)}m")
-                    if term
-                    else ("reserved")
-                )  # no stated term: the pipeline rejects it, with the row
+                kind = reserved_kind(term.group(1) if term else None)
                 floor = bool(_FLOOR.search(wording))
             # struck-through list price first, promotional price last
             shown = [text(span) for span in label.xpath("../span") if "$" in text(span)]
-            for record in self.offer(
+            yield from self.offer(
                 response,
                 sku=title,
                 gpu_name=gpu_name,
@@ -81,7 +76,5 @@ class DigitalOceanWeb(HtmlSpider):
                 gpu_memory_gb=memory / count if memory and count else None,
                 vcpus=parse_number(specs.get("droplet vcpus")),
                 memory_gb=parse_number(specs.get("droplet memory")),
-            ):
-                if floor:
-                    record["price_floor"] = True
-                yield record
+                floor=floor,
+            )

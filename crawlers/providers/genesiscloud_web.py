@@ -22,7 +22,7 @@ from typing import Any
 from scrapy.http import TextResponse
 
 from crawlers.normalize.prices import parse_number, parse_unit
-from crawlers.scrapy import HtmlSpider, column, text
+from crawlers.scrapy import HtmlSpider, cell, column, text
 
 
 class GenesisCloudWeb(HtmlSpider):
@@ -45,17 +45,14 @@ class GenesisCloudWeb(HtmlSpider):
             cells = [text(td) for td in row.xpath("./td")]
             name = text(row.xpath("./td[1]//strong")) or (cells[0] if cells else "")
 
-            def at(index: int | None, cells: list[str] = cells) -> str | None:
-                return cells[index] if index is not None and index < len(cells) else None
-
             yield from self.offer(
                 response,
                 sku=row.attrib.get("data-gpu") or name,
                 gpu_name=name,
                 gpu_count=1,
-                price=at(price),
+                price=cell(cells, price),
                 unit=unit,
                 per_gpu=per_gpu,
-                vcpus=parse_number(at(cpus)),
-                memory_gb=parse_number(at(ram)),
+                vcpus=parse_number(cell(cells, cpus)),
+                memory_gb=parse_number(cell(cells, ram)),
             )

@@ -25,19 +25,15 @@ from typing import Any
 from scrapy.http import TextResponse
 
 from crawlers.normalize.prices import parse_number
-from crawlers.scrapy import HtmlSpider, column, text
+from crawlers.scrapy import HtmlSpider, cell, column, has_class, text
 from schema.enums import Unit
 
-
-def _has(cls: str) -> str:
-    return f"contains(concat(' ', normalize-space(@class), ' '), ' {cls} ')"
-
-
-_CARDS = f"//div[{_has('page-price_card')}]"
+_CARDS = f"//div[{has_class('page-price_card')}]"
 _HEAD = (
-    f".//div[{_has('page-price_card_head')}]/div[starts-with(@class, 'page-price_card_head_item')]"
+    f".//div[{has_class('page-price_card_head')}]"
+    "/div[starts-with(@class, 'page-price_card_head_item')]"
 )
-_ROWS = f".//div[{_has('page-price_card_row_item')}]"
+_ROWS = f".//div[{has_class('page-price_card_row_item')}]"
 _CELLS = "./div[starts-with(@class, 'page-price_card_row_item_col')]"
 _KINDS = (("on-demand", "on_demand"), ("spot", "spot"), ("reserv", None))
 _FORM_FACTOR = re.compile(r"\b(SXM\d?|PCIe|NVL)\b", re.IGNORECASE)
@@ -70,42 +66,38 @@ class HyperstackWeb(HtmlSpider):
             if kind is None:
                 self.logger.info("skipped card %r (no price kind with a term)", title)
                 continue
-            headers = [text(cell) for cell in card.xpath(_HEAD)]
+            headers = [text(node) for node in card.xpath(_HEAD)]
             model, price = column(headers, "gpu model"), column(headers, "pric")
             vram, ram = column(headers, "vram"), column(headers, "ram", "per gpu")
             cpus = column(headers, "cpu")
             if model is None or price is None:
                 self.require([], f"GPU Model/Pricing head cells in the {title!r} card")
             for row in card.xpath(_ROWS):
-                cells = [text(cell) for cell in row.xpath(_CELLS)]
-
-                def at(index: int | None, cells: list[str] = cells) -> str | None:
-                    return cells[index] if index is not None and index < len(cells) else None
-
-                label = at(model) or ""
+                cells = [text(node) for node in row.xpath(_CELLS)]
+                label = cell(cells, model) or ""
                 yield from self.offer(
                     response,
                     sku=label,
                     gpu_name=_gpu_name(label),
                     gpu_count=1,
-                    price=at(price),
+                    price=cell(cells, price),
                     price_kind=kind,
                     unit=Unit.hour,
                     per_gpu=True,
-                    gpu_memory_gb=parse_number(at(vram)) or vram_of.get(label),
-                    vcpus=parse_number(at(cpus)),
-                    memory_gb=parse_number(at(ram)),
+                    gpu_memory_gb=parse_number(cell(cells, vram)) or vram_of.get(label),
+                    vcpus=parse_number(cell(cells, cpus)),
+                    memory_gb=parse_number(cell(cells, ram)),
                 )
 
 
 def _stated_vram(cards: Any) -> Iterator[tuple[str, Any]]:
     """(GPU model label, VRAM) from every card with a VRAM column."""
     for card in cards:
-        headers = [text(cell) for cell in card.xpath(_HEAD)]
+        headers = [text(node) for node in card.xpath(_HEAD)]
         model, vram = column(headers, "gpu model"), column(headers, "vram")
         if model is None or vram is None:
             continue
         for row in card.xpath(_ROWS):
-            cells = [text(cell) for cell in row.xpath(_CELLS)]
+            cells = [text(node) for node in row.xpath(_CELLS)]
             if max(model, vram) < len(cells) and (amount := parse_number(cells[vram])):
                 yield cells[model], amount

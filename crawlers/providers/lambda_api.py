@@ -36,11 +36,7 @@ _GPU_MEMORY = re.compile(r"\((\d+(?:\.\d+)?)\s*GB", re.IGNORECASE)
 class LambdaCloud(ApiSource):
     name = "lambda"
     provider = "lambda"
-    kind = "api"
-    schedule = "1h"
-    parser_version = "1"
     base_url = "https://cloud.lambda.ai"
-    currency = "USD"
     credential = "lambda_api_key"
     docs_url = "https://docs-api.lambda.ai/api/cloud#listInstanceTypes"
     terms_url = "https://lambda.ai/legal/terms-of-service"

@@ -41,20 +41,17 @@ class LambdaWeb(HtmlSpider):
         tables = self.require(
             response.xpath("//table[.//tr[@data-plan]]"), "pricing table (tr[data-plan] rows)"
         )
-        seen: set[tuple[str, ...]] = set()
         for table in tables:
             panel = table.xpath('ancestor::*[@role="tabpanel"][1]/@aria-labelledby').get()
-            yield from self._table(response, table, tabs.get(panel), seen)
+            yield from self._table(response, table, tabs.get(panel))
         islands = assigned_json(response.text, "newIslands")
         for island in find_dicts(islands, moduleName="TabsIsland") if islands else []:
             for tab in island.get("props", {}).get("tabs", []):
                 html = tab.get("contentHtml")
                 if isinstance(html, str):
-                    yield from self._table(response, Selector(text=html), tab.get("label"), seen)
+                    yield from self._table(response, Selector(text=html), tab.get("label"))
 
-    def _table(
-        self, response: TextResponse, table: Selector, tab: str | None, seen: set[tuple[str, ...]]
-    ) -> Iterator[Any]:
+    def _table(self, response: TextResponse, table: Selector, tab: str | None) -> Iterator[Any]:
         for row in table.xpath(".//tr[@data-plan]"):
             plan = row.attrib["data-plan"].strip()
             cells = {
@@ -64,10 +61,8 @@ class LambdaWeb(HtmlSpider):
             count_match = _COUNT.search(tab or "") or _COUNT.search(plan)
             count = count_match.group(1) if count_match else None
             vram = text(cells.get("VRAM/GPU"))
-            identity = (count or "?", plan, vram)
-            if identity in seen:  # the active tab is both HTML and island JSON
+            if not self.once(response, count or "?", plan, vram):  # a tab in HTML and JSON
                 continue
-            seen.add(identity)
             price_label = next((label for label in cells if label.startswith("PRICE")), None)
             unit, per_gpu = parse_unit(price_label)
             gpu_name = f"{plan} {vram}".strip()

@@ -24,22 +24,18 @@ from parsel import Selector
 from scrapy.http import TextResponse
 
 from crawlers.normalize.prices import parse_number, parse_unit
-from crawlers.scrapy import HtmlSpider, column, text
+from crawlers.scrapy import HtmlSpider, cell, column, has_class, text
 
 _BLOCK = "pc-highlight-table-block"
 
 
-def _has_class(name: str) -> str:
-    return f"contains(concat(' ', normalize-space(@class), ' '), ' {name} ')"
-
-
-_TABLES = f"//div[{_has_class(_BLOCK + '__table')}]"
+_TABLES = f"//div[{has_class(_BLOCK + '__table')}]"
 _HEAD_CELLS = (
-    f".//div[{_has_class(_BLOCK + '__head')}]//div[{_has_class(_BLOCK + '__row')}]"
-    f"/div[{_has_class(_BLOCK + '__cell')}]"
+    f".//div[{has_class(_BLOCK + '__head')}]//div[{has_class(_BLOCK + '__row')}]"
+    f"/div[{has_class(_BLOCK + '__cell')}]"
 )
-_BODY_ROWS = f".//div[{_has_class(_BLOCK + '__body')}]/div[{_has_class(_BLOCK + '__row')}]"
-_CELLS = f"./div[{_has_class(_BLOCK + '__cell')}]"
+_BODY_ROWS = f".//div[{has_class(_BLOCK + '__body')}]/div[{has_class(_BLOCK + '__row')}]"
+_CELLS = f"./div[{has_class(_BLOCK + '__cell')}]"
 _CPU_SUFFIX = re.compile(r"\s+with\s+\S+\s+CPU$", re.IGNORECASE)
 
 
@@ -67,7 +63,7 @@ class NebiusWeb(HtmlSpider):
         tables = self.require(response.xpath(_TABLES), "pc-highlight-table-block tables")
         gpu_tables = 0
         for table in tables:
-            headers = [text(cell) for cell in table.xpath(_HEAD_CELLS)]
+            headers = [text(node) for node in table.xpath(_HEAD_CELLS)]
             prices = [(i, h) for i, h in enumerate(headers) if "gpu-hour" in h.lower()]
             if not prices:
                 continue  # CPU-only or storage tables
@@ -87,17 +83,14 @@ class NebiusWeb(HtmlSpider):
         item = 0 if item is None else item
         vcpus, ram = column(headers, "vcpu"), column(headers, "ram")
         for row in table.xpath(_BODY_ROWS):
-            cells: list[str | None] = [text(cell) for cell in row.xpath(_CELLS)]
+            cells: list[str | None] = [text(node) for node in row.xpath(_CELLS)]
             if len(cells) < len(headers):  # a cut row: its last cell may be cut too
                 self.logger.warning(
                     "row with %d cells under %d headers: %r", len(cells), len(headers), cells[:1]
                 )
                 cells = [*cells[:-1], *[None] * (len(headers) - len(cells) + 1)]
 
-            def at(index: int | None, cells: list[str | None] = cells) -> str | None:
-                return cells[index] if index is not None and index < len(cells) else None
-
-            name = at(item) or ""
+            name = cell(cells, item) or ""
             for index, header in prices:
                 kind = _price_kind(header)
                 if kind is None:
@@ -108,10 +101,10 @@ class NebiusWeb(HtmlSpider):
                     sku=name,
                     gpu_name=_CPU_SUFFIX.sub("", name),
                     gpu_count=1,
-                    price=at(index),
+                    price=cell(cells, index),
                     price_kind=kind,
                     unit=unit,
                     per_gpu=per_gpu,
-                    vcpus=parse_number(at(vcpus)),
-                    memory_gb=parse_number(at(ram)),
+                    vcpus=parse_number(cell(cells, vcpus)),
+                    memory_gb=parse_number(cell(cells, ram)),
                 )

@@ -30,7 +30,7 @@ from parsel import Selector
 from scrapy.http import TextResponse
 
 from crawlers.normalize.prices import parse_number
-from crawlers.scrapy import HtmlSpider, column, text, visible
+from crawlers.scrapy import HtmlSpider, cell, column, text, visible
 
 _GPU_SPEC = re.compile(r"^(\d+)\s*[×x]\s*(.+?)(?:\s+(\d+)\s*(?:Go|GB))?$", re.IGNORECASE)
 _TABLES = "//table[.//th[normalize-space()='GPU'] and .//th[normalize-space()='Prix']]"
@@ -68,10 +68,6 @@ class OvhCloudWeb(HtmlSpider):
         for row in table.xpath(".//tbody/tr"):
             cells = row.xpath("./td")
             values = [text(td) for td in cells]
-
-            def at(index: int | None, values: list[str] = values) -> str | None:
-                return values[index] if index is not None and index < len(values) else None
-
             shown = (
                 " ".join(text(node) for node in visible(cells[price].xpath("./*")))
                 if price is not None and price < len(cells)
@@ -79,14 +75,14 @@ class OvhCloudWeb(HtmlSpider):
             )
             yield from self.offer(
                 response,
-                sku=at(name) or "",
-                gpu_name=at(gpu),
-                gpu_count=parse_number(at(count)),
+                sku=cell(values, name) or "",
+                gpu_name=cell(values, gpu),
+                gpu_count=parse_number(cell(values, count)),
                 price=shown,
                 per_gpu=False,
-                gpu_memory_gb=parse_number(at(vram)),
-                vcpus=parse_number(at(cpus)),
-                memory_gb=parse_number(at(ram)),
+                gpu_memory_gb=parse_number(cell(values, vram)),
+                vcpus=parse_number(cell(values, cpus)),
+                memory_gb=parse_number(cell(values, ram)),
             )
 
     def _server(self, response: TextResponse, card: Selector) -> Iterator[Any]:

@@ -23,17 +23,13 @@ from typing import Any
 from scrapy.http import TextResponse
 
 from crawlers.normalize.prices import parse_number
-from crawlers.scrapy import HtmlSpider, text, visible
+from crawlers.scrapy import HtmlSpider, has_class, text, visible
 from schema.enums import Unit
 
 _MULTI = re.compile(r"(\d+)\s*[x×](?![a-z])", re.IGNORECASE)
 _TERM = re.compile(r"(\d+)[- ]year\s+commitment", re.IGNORECASE)
 _ON_DEMAND = re.compile(r"on-demand\s+price\s+is\s+(\$\s*[\d.,]+\s*/\s*\w+)", re.IGNORECASE)
 _TERMS = {"1": "reserved_1y", "3": "reserved_3y"}
-
-
-def _has(cls: str) -> str:
-    return f"contains(concat(' ', normalize-space(@class), ' '), ' {cls} ')"
 
 
 class PaperspaceWeb(HtmlSpider):
@@ -45,7 +41,7 @@ class PaperspaceWeb(HtmlSpider):
 
     def parse_page(self, response: TextResponse) -> Iterator[Any]:
         names = self.require(
-            visible(response.xpath(f"//h1[{_has('instance-names')}]")),
+            visible(response.xpath(f"//h1[{has_class('instance-names')}]")),
             "instance cards (h1.instance-names)",
         )
         footnotes = [
@@ -57,10 +53,12 @@ class PaperspaceWeb(HtmlSpider):
             if not name or name in seen:
                 continue
             seen.add(name)
-            card = node.xpath(f"ancestor::*[.//h1[{_has('instance-price-2')}]][1]")
-            wraps = visible(card.xpath(f".//*[{_has('instance-price-wrap')}]"))
+            card = node.xpath(f"ancestor::*[.//h1[{has_class('instance-price-2')}]][1]")
+            wraps = visible(card.xpath(f".//*[{has_class('instance-price-wrap')}]"))
             shown = text(wraps[0]) if wraps else None
-            figure = text(wraps[0].xpath(f".//h1[{_has('instance-price-2')}]")) if wraps else ""
+            figure = (
+                text(wraps[0].xpath(f".//h1[{has_class('instance-price-2')}]")) if wraps else ""
+            )
             if not any(ch.isdigit() for ch in figure):
                 shown = figure  # "Contact sales" sits where the figure goes
             offers = [("on_demand", shown)]
@@ -73,14 +71,14 @@ class PaperspaceWeb(HtmlSpider):
                     offers.append(("on_demand", on_demand.group(1)))
             lines = [
                 " ".join(t.split())
-                for t in card.xpath(f".//p[{_has('instance-specs-2')}]//text()").getall()
+                for t in card.xpath(f".//p[{has_class('instance-specs-2')}]//text()").getall()
                 if t.strip()
             ]
             spec = {
                 key: next((parse_number(v) for v in lines if key in v.lower()), None)
                 for key in ("gpu", "vcpu", "ram")
             }
-            multi = visible(card.xpath(f".//*[{_has('pricing-multigpu-info')}]"))
+            multi = visible(card.xpath(f".//*[{has_class('pricing-multigpu-info')}]"))
             counts = (
                 [1, *(int(n) for n in _MULTI.findall(text(multi[0])) if n != "1")]
                 if (multi)

@@ -25,7 +25,7 @@ from scrapy.http import TextResponse
 
 from crawlers.normalize.embedded import find_dicts, next_data
 from crawlers.normalize.prices import parse_number
-from crawlers.scrapy import HtmlSpider, column, text
+from crawlers.scrapy import HtmlSpider, cell, column, text
 
 _COUNT = re.compile(r"^(\d+)\s*x\s+(.+)$", re.IGNORECASE)
 _ZONE = re.compile(r"^(PAR|AMS|WAW)-(\d)$", re.IGNORECASE)
@@ -87,22 +87,18 @@ class ScalewayWeb(HtmlSpider):
         zones, price = column(headers, "zone"), column(headers, "price")
         for row in table.xpath(".//tbody/tr"):
             cells = [text(td) for td in row.xpath("./td")]
-
-            def at(index: int | None, cells: list[str] = cells) -> str | None:
-                return cells[index] if index is not None and index < len(cells) else None
-
-            match = _COUNT.match(at(gpu_col) or "")
+            match = _COUNT.match(cell(cells, gpu_col) or "")
             hourly = row.xpath(f"./td[{price + 1}]/span[1]") if price is not None else None
-            for zone in (at(zones) or self.region).split(","):
+            for zone in (cell(cells, zones) or self.region).split(","):
                 yield from self.offer(
                     response,
                     sku=cells[0],
-                    gpu_name=match.group(2) if match else at(gpu_col),
+                    gpu_name=match.group(2) if match else cell(cells, gpu_col),
                     gpu_count=match.group(1) if match else None,
                     price=text(hourly) if hourly else None,
                     per_gpu=False,
                     region=_zone(zone),
-                    gpu_memory_gb=parse_number(at(vram)),
-                    vcpus=parse_number(at(cpus)),
-                    memory_gb=parse_number(at(ram)),
+                    gpu_memory_gb=parse_number(cell(cells, vram)),
+                    vcpus=parse_number(cell(cells, cpus)),
+                    memory_gb=parse_number(cell(cells, ram)),
                 )

@@ -1,10 +1,5 @@
-"""SkyPilot catalog sources: one per SkyPilot cloud, named ``skypilot:<cloud>``.
-
-Each row of the table maps SkyPilot's cloud name to our provider slug and says what the
-file does not: its currency (assumed; recorded on every record), which catalog schema
-version carries the cloud, whether the AvailabilityZone column is the provider's own
-location code, and how to read GpuInfo's memory figure. The parsing is in
-``crawlers/platforms/skypilot.py``.
+"""SkyPilot catalog sources: one per SkyPilot cloud, named ``skypilot:<cloud>``, read by
+``crawlers/platforms/skypilot.py`` (``skypilot_source`` says what each row's options mean).
 
 Not imported: ``gcp`` (its GPU machine types carry no accelerator and the GPUs are priced
 as separate accelerator-only rows; combining them is the first-party GCP source's job),
@@ -20,20 +15,16 @@ SOURCES: list[type[SkyPilotCatalog]] = [
     # hyperscalers (first-party sources exist; listings prefer them:
     # see service/query/precedence.py)
     skypilot_source(
-        "aws",
-        "aws",
-        fixture="aws.csv",
-        note="AvailabilityZone holds AZ ids: prices are per region.",
+        "aws", fixture="aws.csv", note="AvailabilityZone holds AZ ids: prices are per region."
     ),
-    skypilot_source("azure", "azure", version="v6"),
+    skypilot_source("azure", version="v6"),
     skypilot_source("oci", "oracle"),
     # GPU clouds
-    skypilot_source("lambda", "lambda", fixture="lambda.csv"),
-    skypilot_source("nebius", "nebius", gpu_memory=None, note="GpuInfo memory is host RAM."),
-    skypilot_source("paperspace", "paperspace", version="v6"),
+    skypilot_source("lambda", fixture="lambda.csv"),
+    skypilot_source("nebius", gpu_memory=None, note="GpuInfo memory is host RAM."),
+    skypilot_source("paperspace", version="v6"),
     skypilot_source("do", "digitalocean", version="v6", fixture="do.csv"),
     skypilot_source(
-        "scaleway",
         "scaleway",
         currency="EUR",
         fixture="scaleway.csv",
@@ -43,26 +34,21 @@ SOURCES: list[type[SkyPilotCatalog]] = [
     ),
     skypilot_source(
         "ovhcloud",
-        "ovhcloud",
         version="v6",
         region_mode="zone",
         note="Scraped from ovhcloud.com/en (international site, USD); zones are GRA11, BHS5...",
     ),
     skypilot_source(
-        "seeweb",
-        "seeweb",
-        currency="EUR",
-        note="Seeweb (Italy) bills in EUR; some rows lack a region.",
+        "seeweb", currency="EUR", note="Seeweb (Italy) bills in EUR; some rows lack a region."
     ),
-    skypilot_source("fluidstack", "fluidstack", version="v6"),
-    skypilot_source("cudo", "cudo"),
-    skypilot_source("hyperbolic", "hyperbolic"),
-    skypilot_source("hyperstack", "hyperstack"),
-    skypilot_source("jarvislabs", "jarvislabs"),
-    skypilot_source("mithril", "mithril", note="Formerly Foundry."),
+    skypilot_source("fluidstack", version="v6"),
+    skypilot_source("cudo"),
+    skypilot_source("hyperbolic"),
+    skypilot_source("hyperstack"),
+    skypilot_source("jarvislabs"),
+    skypilot_source("mithril", note="Formerly Foundry."),
     skypilot_source("verda", "datacrunch", note="Verda is DataCrunch's new name."),
     skypilot_source(
-        "runpod",
         "runpod",
         fixture="runpod.csv",
         region_mode="zone",
@@ -80,7 +66,6 @@ SOURCES: list[type[SkyPilotCatalog]] = [
         note="Hosts vary: one instance type in one location may have several prices (floor).",
     ),
     skypilot_source(
-        "primeintellect",
         "primeintellect",
         fixture="primeintellect.csv",
         region_mode="zone",

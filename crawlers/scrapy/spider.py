@@ -88,6 +88,22 @@ def column(headers: list[str], *words: str) -> int | None:
     return None
 
 
+def cell(cells: list[Any], index: int | None) -> Any:
+    """``cells[index]``, or None when the column is missing or the row is short."""
+    return cells[index] if index is not None and index < len(cells) else None
+
+
+def price_columns(headers: list[str], **kinds: str) -> list[tuple[int | None, str]]:
+    """(column index, price kind) for each ``kind=word``: the header holding the word and
+    "price" (``on_demand="on-demand"`` finds "On-Demand Price (Per Hour)")."""
+    return [(column(headers, word, "price"), kind) for kind, word in kinds.items()]
+
+
+def has_class(name: str) -> str:
+    """XPath predicate: the element's class list holds ``name`` (CSS ``.name``)."""
+    return f"contains(concat(' ', normalize-space(@class), ' '), ' {name} ')"
+
+
 def slug(value: str) -> str:
     """ "REGION: NORTH AMERICA" -> "north-america" (for region labels)."""
     return re.sub(r"[^a-z0-9]+", "-", value.lower()).strip("-")
@@ -187,6 +203,7 @@ class HtmlSpider(scrapy.Spider):
         super().__init__(*args, **kwargs)
         self.site = (site or type(self).base_url).rstrip("/")
         self.harvest = Harvest()
+        self._seen: dict[str, set[tuple[Any, ...]]] = {}
 
     # ---------------------------------------------------------------- requests
 
@@ -238,6 +255,15 @@ class HtmlSpider(scrapy.Spider):
         """Yield records (via :meth:`offer`) and follow-up requests for one page."""
         raise NotImplementedError
 
+    def once(self, response: Response, *key: Any) -> bool:
+        """True the first time ``key`` comes up on this page: pages repeat their rows (mobile
+        copies, a tab both in the HTML and in embedded JSON)."""
+        seen = self._seen.setdefault(response.url, set())
+        if key in seen:
+            return False
+        seen.add(key)
+        return True
+
     def require(self, nodes: SelectorList[Selector] | list[Any], what: str) -> Any:
         """``nodes`` if non-empty, else a 'layout changed' failure naming ``what``."""
         if not nodes:
@@ -256,14 +282,16 @@ class HtmlSpider(scrapy.Spider):
         unit: Unit | None = None,
         per_gpu: bool | None = None,
         region: str | None = None,
+        floor: bool = False,
         **specs: Any,
     ) -> Iterator[RawRecord]:
         """One price cell -> zero or one raw OfferRecord dict (``yield from self.offer(...)``).
 
         ``price`` is the cell's text; ``unit``/``per_gpu`` are the column's defaults (the
-        text itself wins). No public price ("Contact sales", "––", empty) yields nothing
-        and is counted. A missing cell (``None``) or unreadable text yields the record
-        anyway, so the pipeline rejects it with a reason and the row is not lost.
+        text itself wins); ``floor`` marks the price a floor whatever the text says. No
+        public price ("Contact sales", "––", empty) yields nothing and is counted. A
+        missing cell (``None``) or unreadable text yields the record anyway, so the
+        pipeline rejects it with a reason and the row is not lost.
         """
         self.harvest.rows += 1
         record: RawRecord = {
@@ -274,6 +302,7 @@ class HtmlSpider(scrapy.Spider):
             "price_kind": price_kind,
             "source_url": response.url,
             **{k: v for k, v in specs.items() if v is not None},
+            **({"price_floor": True} if floor else {}),
         }
         if unit is not None:
             record["unit"] = unit.value
@@ -301,7 +330,7 @@ class HtmlSpider(scrapy.Spider):
             self.harvest.no_price[marker[:40]] += 1
             self.logger.info("no public price for %s (%s): %r", sku, price_kind, marker)
             return
-        record.update(amount=str(parsed.amount), price_floor=parsed.floor)
+        record.update(amount=str(parsed.amount), price_floor=parsed.floor or floor)
         if parsed.currency:
             record["currency"] = parsed.currency
         if parsed.unit is not None:
