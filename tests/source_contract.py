@@ -54,7 +54,8 @@ class Wire:
     """API clients: (request target, fixture file) in fetch order (a target may repeat:
     its replies are served in turn)."""
     empty: bytes | None = None
-    """A well-formed answer with no offers; None: the platform's or the page default."""
+    """A well-formed answer with no offers; None: the platform's or the page default (a
+    page without the hook: a page with it but no rows goes through another check)."""
     empty_reason: str | None = None
     """Why the empty answer fails, where not the default: ``empty result`` (a page without
     price rows: ``layout changed``). AWS: an offer file without products is a new layout."""
@@ -144,7 +145,10 @@ WIRES: dict[str, Wire] = {
     ),
     # pricing pages: the hook each spider finds its prices by
     "lambda-web": Wire(rename=(("data-plan", "data-sku"),)),
-    "nebius-web": Wire(rename=(("pc-highlight-table-block", "pc-table"),)),
+    "nebius-web": Wire(
+        rename=(("pc-highlight-table-block", "pc-table"),),
+        empty=b"<html><body><div class='pc-highlight-table-block__table'></div></body>",
+    ),
     "digitalocean-web": Wire(rename=(("Price</p>", "Cost</p>"),)),
     "paperspace-web": Wire(rename=(("instance-names", "instance-titles"),)),
     "coreweave-web": Wire(rename=(("gpu-pricing", "gpu-prices"),)),
@@ -184,7 +188,7 @@ class Replay:
     routes: dict[str, list[bytes]]
     content_type: dict[str, str]
     data: str
-    """The target whose answer the failure cases replace (the payload with the prices)."""
+    """The target whose answer the failure cases replace (the first payload with prices)."""
     payloads: list[str]
     """Every target that answers with prices."""
     files: list[Path]
@@ -249,7 +253,7 @@ def replay(name: str, edit: tuple[tuple[str, str], ...] = ()) -> Replay:
     else:
         for target, file in wire(name).routes:
             add(target, body(folder / file), _kind(folder / file))
-        data = wire(name).routes[-1][0]
+        data = wire(name).routes[wire(name).indexes][0]
     payloads = [t for t in routes if t != "/robots.txt"][wire(name).indexes :]
     return Replay(name, routes, kinds, data, payloads, files)
 

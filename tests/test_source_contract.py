@@ -182,18 +182,16 @@ spider, each on another, so the suite stays within its time (a crawl is a proces
 @pytest.mark.slow
 @pytest.mark.parametrize(("case", "name"), ROTATION)
 def test_spider_fetch_faults(
-    sqlite_engine: Engine, sqlite_url: str, server: ReplayServer, case: str, name: str
+    engine: Engine, settings: Settings, server: ReplayServer, case: str, name: str
 ) -> None:
-    settings = configure(sqlite_settings(sqlite_url), server, name)
     answers = replay(name)
-    answers.serve(server)
-    assert crawl_source(sqlite_engine, settings, name).label == "ok"
-    before = catalog_state(sqlite_engine, name)
+    assert crawl_source(engine, settings, name, from_files=answers.files).label == "ok"
+    before = catalog_state(engine, name)
     replies, label, _ = fetch_faults(name)[case]
     answers.serve(server, {answers.data: replies})
-    report = crawl_source(sqlite_engine, settings, name)
+    report = crawl_source(engine, configure(settings, server, name), name)
     assert report.label.startswith(label), report.label
-    assert catalog_state(sqlite_engine, name) == before
+    assert catalog_state(engine, name) == before
 
 
 @pytest.mark.parametrize("name", SPIDERS)
