@@ -10,11 +10,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from service.alerts.keys import create_api_key
-from service.api.main import create_app
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult
 from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
+from tests.api_client import api_client
 from tests.factories import records
 
 A = "{http://www.w3.org/2005/Atom}"
@@ -23,9 +23,7 @@ A = "{http://www.w3.org/2005/Atom}"
 @pytest.fixture
 def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
     load_reference(engine, REFERENCE_DIR)
-    app = create_app(settings.model_copy(update={"scheduler_enabled": False}))
-    with TestClient(app) as test_client:
-        yield test_client
+    yield from api_client(settings)
 
 
 def auth(engine: Engine) -> dict[str, str]:

@@ -8,11 +8,11 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
-from service.api.main import create_app
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult
 from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
+from tests.api_client import api_client
 from tests.factories import record, records
 
 
@@ -26,9 +26,7 @@ def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
     changed = [dict(r) for r in recs]
     changed[0]["amount"] = "21.50"
     ingest(engine, settings, CrawlResult(source="acme", records=changed))
-    app = create_app(settings.model_copy(update={"scheduler_enabled": False}))
-    with TestClient(app) as test_client:
-        yield test_client
+    yield from api_client(settings)
 
 
 def assert_problem(response, status: int, name: str | None = None) -> dict:  # type: ignore[no-untyped-def,type-arg]

@@ -13,11 +13,11 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
-from service.api.main import create_app
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult
 from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
+from tests.api_client import api_client
 from tests.factories import record
 
 AWKWARD = ["plain", "with,comma", 'with "quotes"', "two\nlines", "carriage\rreturn", " spaced "]
@@ -42,9 +42,7 @@ def awkward_catalog(engine: Engine, settings: Settings) -> None:
 @pytest.fixture
 def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
     awkward_catalog(engine, settings)
-    app = create_app(settings.model_copy(update={"scheduler_enabled": False}))
-    with TestClient(app) as test_client:
-        yield test_client
+    yield from api_client(settings)
 
 
 def test_csv_and_jsonl_hold_the_same_values(client: TestClient) -> None:

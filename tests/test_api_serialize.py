@@ -13,9 +13,9 @@ from sqlalchemy import Engine, update
 
 from schema.api import OfferDetail, Page
 from schema.compliance import Certification
-from service.api.main import create_app
 from service.core.config import Settings
 from service.query.facts import snapshot_token
+from tests.api_client import api_client
 from tests.test_api_query import seed
 
 CERT = Certification.__table__  # type: ignore[attr-defined]
@@ -26,9 +26,7 @@ OFFER = TypeAdapter(OfferDetail)
 @pytest.fixture
 def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
     seed(engine, settings)
-    app = create_app(settings.model_copy(update={"scheduler_enabled": False}))
-    with TestClient(app) as test_client:
-        yield test_client
+    yield from api_client(settings)
 
 
 @pytest.mark.parametrize(

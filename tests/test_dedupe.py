@@ -16,13 +16,13 @@ from sqlalchemy import Engine, update
 from typer.testing import CliRunner
 
 from schema.prices import Offer
-from service.api.main import create_app
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult
 from service.cli.app import app as cli_app
 from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings, get_settings
 from service.query.precedence import one_per_identity
+from tests.api_client import api_client
 from tests.factories import record
 from tests.test_api_query import page_all
 
@@ -75,9 +75,7 @@ def seed(engine: Engine, settings: Settings) -> None:
 @pytest.fixture
 def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
     seed(engine, settings)
-    app = create_app(settings.model_copy(update={"scheduler_enabled": False}))
-    with TestClient(app) as test_client:
-        yield test_client
+    yield from api_client(settings)
 
 
 def by_sku(offers: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

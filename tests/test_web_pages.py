@@ -10,10 +10,10 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, event
 
-from service.api.main import create_app
 from service.core.config import Settings
 from service.web.chart import step_chart
 from service.web.render import decimal_text, money_text, web_url
+from tests.api_client import api_client
 from tests.web_seed import A100_OFFERS, H100_OFFERS, HISTORY_AMOUNTS, HISTORY_SKU, HOSTILE_SKU, seed
 
 TOTAL = H100_OFFERS + A100_OFFERS + 1
@@ -22,9 +22,7 @@ TOTAL = H100_OFFERS + A100_OFFERS + 1
 @pytest.fixture
 def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
     seed(engine, settings)
-    app = create_app(settings.model_copy(update={"scheduler_enabled": False}))
-    with TestClient(app) as test_client:
-        yield test_client
+    yield from api_client(settings)
 
 
 def per_gpu_prices(html: str) -> list[Decimal]:
