@@ -74,7 +74,11 @@ def _azure_routes() -> tuple[tuple[str, str], ...]:
     return (*first, *more)
 
 
-_GCP_TOKENS = ("", "APKCS1Hq3xZ_2mLr8sT-Qb0Vn5KfG1wYc7DpAo4eUj6hRt9Ni==")
+_GCP_TOKENS = (  # each page's nextPageToken in fixtures/gcp/
+    "",
+    "APKCS1Hq3xZ_2mLr8sT-Qb0Vn5KfG1wYc7DpAo4eUj6hRt9Ni==",
+    "APKCS1GmT8vB_ky2Zx5Jw-3Lr0HuQp7Nc4DfEa1SiVo6Yb9Mt==",
+)
 _AWS_OFFERS = "/offers/v1.0/aws/AmazonEC2/20251101000000/{}/index.json"
 
 WIRES: dict[str, Wire] = {
@@ -96,11 +100,9 @@ WIRES: dict[str, Wire] = {
     ),
     "gcp": Wire(
         routes=(
-            (skus_url("", ""), "skus-page-1.json"),
-            (skus_url("", _GCP_TOKENS[1]), "skus-page-2.json"),
-            (
-                skus_url("", "APKCS1GmT8vB_ky2Zx5Jw-3Lr0HuQp7Nc4DfEa1SiVo6Yb9Mt=="),
-                "skus-page-3.json",
+            *(
+                (skus_url("", token), f"skus-page-{n}.json")
+                for n, token in enumerate(_GCP_TOKENS, 1)
             ),
         ),
         rename=(('"nanos"', '"nano"'),),
