@@ -287,6 +287,7 @@ def configure(settings: Settings, server: ReplayServer, name: str, **extra: Any)
     update: dict[str, Any] = {
         "source_base_urls": {name: server.url},
         "http_max_retries": RETRIES,
+        "http_backoff_seconds": 0.01,
         "http_timeout_seconds": 10.0,
         "crawl_timeout_seconds": 60.0,
         **({credential: "test-key"} if credential else {}),

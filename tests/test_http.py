@@ -133,3 +133,15 @@ def test_redirect_loop(server: ReplayServer) -> None:
     server.route("/loop", Reply(b"", 302, {"Location": "/items?page=1"}))
     with pytest.raises(SourceError, match="redirect loop"):
         crawl(server)
+
+
+def test_the_backoff_setting_reaches_the_fetch_policy() -> None:
+    from pydantic import ValidationError
+
+    from service.core.config import Settings
+    from service.crawl.run import fetch_policy
+
+    assert fetch_policy(Settings(_env_file=None)).backoff_base == 0.5
+    assert fetch_policy(Settings(http_backoff_seconds=0.01, _env_file=None)).backoff_base == 0.01
+    with pytest.raises(ValidationError, match="http_backoff_seconds"):
+        Settings(http_backoff_seconds=-1, _env_file=None)

@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     user_agent: str = "gpuatlas/0.1 (+https://github.com/gpuatlas/gpuatlas; data@gpuatlas.dev)"
     http_timeout_seconds: float = Field(default=30.0, gt=0)
     http_max_retries: int = Field(default=4, ge=0, le=20)
+    http_backoff_seconds: float = Field(
+        default=0.5, ge=0, le=60, description="first retry's wait, doubled each retry (jittered)"
+    )
     http_max_pages: int = Field(default=2000, ge=1)
     http_max_bytes: int = Field(default=2 * 1024**3, ge=1024)
     crawl_timeout_seconds: float = Field(default=1800.0, gt=0)

@@ -54,6 +54,7 @@ def fetch_policy(settings: Settings) -> FetchPolicy:
         user_agent=settings.user_agent,
         timeout=settings.http_timeout_seconds,
         max_retries=settings.http_max_retries,
+        backoff_base=settings.http_backoff_seconds,
         max_pages=settings.http_max_pages,
         max_bytes=settings.http_max_bytes,
     )
