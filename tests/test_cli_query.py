@@ -18,7 +18,7 @@ from sqlalchemy import Engine, update
 from typer.testing import CliRunner
 
 from service.cli.app import app
-from service.cli.query import BLOCKS, CHART_MAX_POINTS, chart, render_chart
+from service.cli.chart import BLOCKS, CHART_MAX_POINTS, chart, render_chart
 from service.core.config import get_settings
 from tests.factories import OBS, record
 

@@ -1,0 +1,237 @@
+"""``gpuatlas ingest | crawl | sources | runs | seed``: filling the catalog from sources,
+and what the crawls did."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from service.cli.common import (
+    EXIT_PARTIAL,
+    CliError,
+    FormatOpt,
+    UsageProblem,
+    engine,
+    err,
+    handle_errors,
+    settings,
+)
+from service.cli.output import Format, emit, emit_jsonl
+
+
+@handle_errors
+def ingest(
+    source: Annotated[str, typer.Argument(help="source name (may be new, e.g. 'mytool')")],
+    file: Annotated[Path, typer.Option("--file", help="OfferRecords as JSON Lines")],
+    complete: Annotated[
+        bool, typer.Option(help="withdraw offers of SOURCE missing from FILE")
+    ] = True,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Ingest OfferRecords (JSON Lines) as one crawl of SOURCE."""
+    from schema.records import SOURCE_RE
+    from service.catalog.snapshot import ingest_jsonl
+
+    if not SOURCE_RE.match(source):
+        raise CliError(f"invalid source name {source!r}: use lowercase letters, digits, '-', ':'")
+    if not file.is_file():
+        raise CliError(f"no such file: {file}")
+    result = ingest_jsonl(engine(), settings(), file, source, complete=complete)
+    _print_result(
+        source, result.status.value, result.reason, result.catalog_version, result.counts, fmt
+    )
+    for rejection in result.rejections[:20]:
+        err.print(f"rejected record {rejection.position}: {rejection.reason}", highlight=False)
+    if result.status.value != "ok":
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+def _print_result(
+    source: str,
+    status: str,
+    reason: str | None,
+    version: int | None,
+    counts: dict[str, int],
+    fmt: Format,
+) -> None:
+    row = {
+        "source": source,
+        "status": f"{status}: {reason}" if reason else status,
+        "version": version,
+        **counts,
+    }
+    emit([row], fmt, title="ingest")
+
+
+@handle_errors
+def crawl(
+    sources: Annotated[list[str] | None, typer.Argument(help="source names")] = None,
+    all_sources: Annotated[bool, typer.Option("--all", help="every source")] = False,
+    from_file: Annotated[
+        list[Path] | None, typer.Option("--from-file", help="saved responses to parse")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="print records; no network, no database")
+    ] = False,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Fetch (or parse saved files) and ingest one source, several, or --all."""
+    from crawlers.registry import all_sources as registry
+    from service.crawl.run import crawl_source
+
+    names = list(registry()) if all_sources else list(sources or [])
+    if not names:
+        raise UsageProblem("name a SOURCE or use --all")
+    unknown = [n for n in names if n not in registry()]
+    if unknown:
+        raise CliError(f"unknown source {unknown[0]!r}; `gpuatlas sources` lists them")
+    if from_file and len(names) != 1:
+        raise UsageProblem("--from-file takes exactly one SOURCE")
+    for path in from_file or []:
+        if not path.is_file():
+            raise CliError(f"no such file: {path}")
+    if dry_run and not from_file:
+        raise UsageProblem("--dry-run needs --from-file (it never touches the network)")
+    eng = None if dry_run else engine()
+    reports = []
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(
+        TextColumn("{task.description:<24}"),
+        BarColumn(),
+        TextColumn("{task.fields[info]}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+        disable=fmt is not Format.table,
+    )
+    with progress:
+        for name in names:
+            task = progress.add_task(name, total=None, info="")
+
+            def on_page(pages: int, records: int, task: Any = task) -> None:
+                progress.update(task, info=f"{pages} pages, {records} records")
+
+            report = crawl_source(
+                eng, settings(), name, from_files=from_file, dry_run=dry_run, on_page=on_page
+            )
+            progress.update(task, total=1, completed=1, info=report.label)
+            reports.append(report)
+    if dry_run:
+        rows = [r.model_dump(mode="json") for rep in reports for r in rep.records]
+        if fmt in (Format.jsonl, Format.table):
+            emit_jsonl(rows)
+        else:
+            emit(rows, fmt)
+        for rep in reports:
+            for rejection in rep.rejections[:20]:
+                err.print(f"rejected {rejection.position}: {rejection.reason}", highlight=False)
+    else:
+        columns = [
+            "source",
+            "status",
+            "version",
+            "seen",
+            "added",
+            "changed",
+            "withdrawn",
+            "rejected",
+            "unmapped",
+            "seconds",
+        ]
+        rows = [
+            {
+                "source": r.source,
+                "status": r.label,
+                "version": r.catalog_version,
+                **r.counts,
+                "seconds": round(r.seconds, 2),
+            }
+            for r in reports
+        ]
+        emit(rows, Format.table if fmt is Format.jsonl else fmt, columns, title="crawl summary")
+    if any(r.status.value in ("failed", "quarantined") for r in reports):
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+@handle_errors
+def sources_cmd(fmt: FormatOpt = Format.table) -> None:
+    """Every source: provider, kind, schedule, last run and when the next one is due."""
+    from crawlers.registry import all_sources as registry
+    from service.crawl.schedules import next_runs
+    from service.query.runs import last_runs
+
+    with engine().connect() as conn:
+        runs = last_runs(conn)
+    defaults = {name: getattr(cls, "schedule", "6h") for name, cls in registry().items()}
+    schedule = next_runs(settings(), defaults, {n: r["started_at"] for n, r in runs.items()})
+    rows = []
+    for name, cls in registry().items():
+        last = runs.get(name)
+        rows.append(
+            {
+                "source": name,
+                "provider": getattr(cls, "provider", None),
+                "kind": getattr(cls, "kind", None),
+                "every_s": schedule[name]["interval_seconds"] or "off",
+                "last_run": last["started_at"] if last else None,
+                "status": (
+                    f"{last['status']}: {last['reason']}"
+                    if last and last["reason"]
+                    else last["status"]
+                    if last
+                    else None
+                ),
+                "next_due": schedule[name]["next_run_due"],
+                "credential": getattr(cls, "credential", None),
+            }
+        )
+    emit(rows, fmt, title="sources")
+
+
+@handle_errors
+def runs(
+    source: Annotated[str | None, typer.Option()] = None,
+    limit: Annotated[int, typer.Option(min=1, max=10000)] = 20,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Crawl runs, newest first, with status and counts."""
+    from service.query.runs import list_crawl_runs
+
+    with engine().connect() as conn:
+        rows = list_crawl_runs(conn, source, limit)
+    emit(rows, fmt, title="crawl runs")
+
+
+@handle_errors
+def seed(fmt: FormatOpt = Format.table) -> None:
+    """Load reference data and replay every source's bundled fixtures into the catalog."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from service.crawl.seed import seed_catalog
+
+    with Progress(
+        TextColumn("seeding {task.description:<26}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=err,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("", total=None)
+
+        def on_source(name: str, done: int, total: int) -> None:
+            progress.update(task, description=name, completed=done, total=total)
+
+        reports = seed_catalog(engine(), settings(), on_source)
+    rows = [
+        {"source": r.source, "status": r.label, "version": r.catalog_version, **r.counts}
+        for r in reports
+    ]
+    emit(
+        rows,
+        fmt,
+        ["source", "status", "version", "seen", "added", "changed", "rejected"],
+        title="seed",
+    )
