@@ -15,8 +15,8 @@ from service.alerts.listeners import install
 from service.core.config import Settings
 from service.core.db import make_engine, normalize_url
 from service.core.migrate import upgrade
-from tests.pg import pg_database
-from tests.replay import ReplayServer
+from tests.support.pg import pg_database
+from tests.support.replay import ReplayServer
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

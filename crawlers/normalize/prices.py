@@ -4,7 +4,7 @@ Pure functions, no I/O. Every spider passes its price cells through :func:`parse
 so "$2.49/hr", "$2.49 per GPU/hour", "€1,80 HT / heure", "from $1,299/mo" and
 "¥12.5/小时" are read one way everywhere.
 
-Decisions (tested in ``tests/test_prices.py``):
+Decisions (tested in ``tests/schema/test_prices.py``):
 
 - **No price is not an error.** "Contact sales", "Contact us", "––", "n/a", "Coming soon"
   and an empty cell return ``None``: the row has no public price, so no offer is emitted

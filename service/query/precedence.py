@@ -24,7 +24,7 @@ Prices are never merged: a hidden source's price stays visible in ``also_from`` 
 price disagreements of ``/v1/quality``.
 
 This module is the pure definition (no database, no settings); the listing applies the same
-order in SQL (:func:`service.query.sql.outranked`), and ``tests/test_precedence.py`` checks
+order in SQL (:func:`service.query.sql.outranked`), and ``tests/query/test_precedence.py`` checks
 both give the same rows on the same data. Offers may be mappings or objects.
 """
 

@@ -46,7 +46,7 @@ from service.core.migrate import upgrade
 from service.crawl.run import crawl_source
 from tests.chaos.adapters import ADAPTERS, HTML_SOURCES
 from tests.chaos.farm import FAULT_KINDS, LAYOUT_FAULTS, Farm
-from tests.pg import create_pg_database, drop_pg_database
+from tests.support.pg import create_pg_database, drop_pg_database
 
 SOURCES = list(ADAPTERS)
 IN_SOURCES = ", ".join(f"'{name}'" for name in SOURCES)

@@ -12,7 +12,7 @@ by psycopg, never pasted); CSV in COPY's default CSV dialect, which is ``csv.wri
 (a field holding a bare CR, which only data from other writers than ingest can hold, is the
 one difference and is rewritten by Python: :func:`_as_csv_writer`); JSON Lines as
 ``row_to_json`` of that row (compact, keys in order, as orjson writes it). The bytes equal
-the Python path's (``tests/test_export_pg_copy.py`` compares both on awkward data, every
+the Python path's (``tests/api/test_export_pg_copy.py`` compares both on awkward data, every
 filter kind and pinned versions). Per 200,000 rows, CSV costs 0.3-0.4 CPU-s in the app and
 1.2-1.3 in PostgreSQL, against 3.9-4.3 + 0.8 for the Python path; JSON Lines 0.5 + 2.4
 against 4.0 + 0.8 (docs/benchmarks.md: 143,000-152,000 CSV rows/s over HTTP, was 34,000-43,000).

@@ -1,0 +1,118 @@
+"""The query API's first endpoints: listings, offers, history, versions, health; one error shape."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine
+
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult
+from service.compliance.reference_load import load_reference
+from service.core.config import REFERENCE_DIR, Settings
+from tests.support.api_client import api_client
+from tests.support.factories import record, records
+
+
+@pytest.fixture
+def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
+    load_reference(engine, REFERENCE_DIR)
+    recs = records(30, provider="lambda") + [
+        record(100, provider="lambda", gpu_name_raw="A100 80GB", country="US", amount="9.99")
+    ]
+    ingest(engine, settings, CrawlResult(source="acme", records=recs))
+    changed = [dict(r) for r in recs]
+    changed[0]["amount"] = "21.50"
+    ingest(engine, settings, CrawlResult(source="acme", records=changed))
+    yield from api_client(settings)
+
+
+def assert_problem(response, status: int, name: str | None = None) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body = response.json()
+    assert {"type", "title", "status"} <= set(body) and body["status"] == status
+    if name:
+        assert any(p["name"] == name for p in body.get("invalid_params", [])), body
+    return body
+
+
+def test_health_and_readiness(client: TestClient) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz").json()
+    assert ready["status"] == "ok" and ready["version"] == 2 and ready["active_offers"] == 31
+    assert "acme" in ready["last_crawl_age_seconds"]
+
+
+def test_listing_filters_sorting_and_exact_money(client: TestClient) -> None:
+    body = client.get("/v1/offers", params={"gpu": "h100", "limit": 1000}).json()
+    assert body["catalog_version"] == 2
+    offers = body["data"]
+    assert len(offers) == 30 and all(o["gpu"] == "nvidia-h100-sxm-80gb" for o in offers)
+    per_gpu = [float(o["price_per_gpu_hour_usd"]) for o in offers]
+    assert per_gpu == sorted(per_gpu)
+    first = next(o for o in offers if o["sku"] == "gpu-0")
+    assert first["price"] == {"amount": "21.5", "currency": "USD"}  # decimal as string
+    assert first["catalog_version"] == 2 and first["crawl_run_id"] > 0
+    us = client.get("/v1/offers", params={"country": "US"}).json()["data"]
+    assert [o["sku"] for o in us] == ["gpu-100"]
+
+
+def test_cursor_pages_through_everything_once(client: TestClient) -> None:
+    seen, cursor = [], None
+    while True:
+        params = {"limit": 7, **({"cursor": cursor} if cursor else {})}
+        page = client.get("/v1/offers", params=params).json()
+        seen += [o["id"] for o in page["data"]]
+        cursor = page["next_cursor"]
+        if not cursor:
+            break
+    assert len(seen) == len(set(seen)) == 31
+
+
+def test_offer_and_history_oldest_first(client: TestClient) -> None:
+    offer_id = next(
+        o["id"]
+        for o in client.get("/v1/offers", params={"limit": 100}).json()["data"]
+        if o["sku"] == "gpu-0"
+    )
+    assert client.get(f"/v1/offers/{offer_id}").json()["price"]["amount"] == "21.5"
+    history = client.get(f"/v1/offers/{offer_id}/history").json()
+    assert [h["amount"] for h in history] == ["20", "21.5"]
+    assert history[0]["valid_to"] == history[1]["valid_from"]
+    assert client.get("/v1/versions").json()[0]["id"] == 2
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "name"),
+    [
+        ("/v1/offers?limit=0", 422, "limit"),
+        ("/v1/offers?limit=5000", 422, "limit"),
+        ("/v1/offers?country=Germany", 422, "country"),
+        ("/v1/offers?price_kind=forever", 422, "price_kind"),
+        ("/v1/offers?min_gpus=lots", 422, "min_gpus"),
+        ("/v1/offers?colour=red", 400, "colour"),
+        ("/v1/offers?cursor=%%%not-base64", 400, "cursor"),
+        ("/v1/offers?cursor=" + "A" * 600, 422, "cursor"),
+        ("/v1/offers/999999", 404, None),
+        ("/v1/offers/not-a-number", 422, "offer_id"),
+        ("/v1/offers/1/history?from=2026-01-01T00:00:00", 422, "from"),
+        ("/v1/nothing-here", 404, None),
+    ],
+)
+def test_every_error_is_a_problem_document(
+    client: TestClient, path: str, status: int, name: str | None
+) -> None:
+    assert_problem(client.get(path), status, name)
+
+
+def test_wrong_method_is_a_problem(client: TestClient) -> None:
+    assert_problem(client.post("/v1/offers"), 405)
+
+
+def test_openapi_is_published(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    assert spec["openapi"].startswith("3.1")
+    assert "/v1/offers" in spec["paths"]

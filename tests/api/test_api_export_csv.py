@@ -1,0 +1,69 @@
+"""CSV and JSON Lines exports write the same values on every backend: awkward text quoted,
+booleans as true/false, timestamps as aware ISO 8601 (SQLite once wrote its stored text)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine
+
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult
+from service.compliance.reference_load import load_reference
+from service.core.config import REFERENCE_DIR, Settings
+from tests.support.api_client import api_client
+from tests.support.factories import record
+
+AWKWARD = ["plain", "with,comma", 'with "quotes"', "two\nlines", "carriage\rreturn", " spaced "]
+
+
+def awkward_catalog(engine: Engine, settings: Settings) -> None:
+    load_reference(engine, REFERENCE_DIR)
+    records = [
+        record(
+            i,
+            sku=f"{text}-{i}",
+            gpu_name_raw=text if i % 2 else "H100 SXM",
+            source_url=f'https://example.com/p?a={i},b="{text}"',
+            bare_metal=(None, True, False)[i % 3],
+            amount=("0.0000001", "12.5", "100", "3.14159")[i % 4],
+        )
+        for i, text in enumerate(AWKWARD * 3)
+    ]
+    ingest(engine, settings, CrawlResult(source="acme", records=records))
+
+
+@pytest.fixture
+def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
+    awkward_catalog(engine, settings)
+    yield from api_client(settings)
+
+
+def test_csv_and_jsonl_hold_the_same_values(client: TestClient) -> None:
+    text = client.get("/v1/export", params={"format": "csv"}).text
+    rows = list(csv.DictReader(io.StringIO(text)))
+    lines = client.get("/v1/export", params={"format": "jsonl"}).text.splitlines()
+    objects = [json.loads(line) for line in lines]
+    assert len(rows) == len(objects) >= len(AWKWARD) * 2
+    for row, obj in zip(rows, objects, strict=True):
+        for name, value in obj.items():
+            expected = (
+                ""
+                if value is None
+                else str(value).lower()
+                if isinstance(value, bool)
+                else str(value)
+            )
+            assert row[name] == expected, name
+        first_seen = datetime.fromisoformat(row["first_seen"])
+        assert first_seen.tzinfo is not None and first_seen.utcoffset() == UTC.utcoffset(None)
+        assert row["first_seen"] == first_seen.isoformat()
+    assert {"with,comma", 'with "quotes"', "two\nlines"} <= {
+        r["sku"].rsplit("-", 1)[0] for r in rows
+    }

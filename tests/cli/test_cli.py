@@ -1,0 +1,170 @@
+"""The gpuatlas command: public names, formats, exit codes and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from service.cli.app import app
+from service.core.config import get_settings
+from tests.conftest import ROOT
+from tests.support.factories import record, records
+
+GPUATLAS = [sys.executable, "-m", "service.cli.app"]
+
+
+@pytest.fixture
+def cli(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliRunner]:
+    monkeypatch.setenv("GPUATLAS_DATABASE_URL", db_url)
+    get_settings.cache_clear()
+    yield CliRunner()
+    get_settings.cache_clear()
+
+
+def run(runner: CliRunner, *args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def write_jsonl(path: Path, items: list) -> Path:  # type: ignore[type-arg]
+    path.write_bytes(b"\n".join(orjson.dumps(i) for i in items) + b"\n")
+    return path
+
+
+def test_ingest_versions_offers_history_roundtrip(cli: CliRunner, tmp_path: Path) -> None:
+    code, _, _ = run(cli, "reference", "load")
+    assert code == 0
+    file = write_jsonl(
+        tmp_path / "feed.jsonl",
+        records(5, source="mytool", provider="lambda", gpu_name_raw="H100 SXM"),
+    )
+    code, out, err = run(cli, "ingest", "mytool", "--file", str(file), "-f", "json")
+    assert code == 0, err
+    assert json.loads(out)[0]["added"] == 5
+    code, out, _ = run(cli, "versions", "-f", "json")
+    assert [v["id"] for v in json.loads(out)] == [1]
+    code, out, _ = run(cli, "offers", "--gpu", "h100", "--limit", "3", "-f", "json")
+    rows = json.loads(out)
+    assert len(rows) == 3
+    assert rows[0]["gpu_slug"] == "nvidia-h100-sxm-80gb"
+    assert rows[0]["amount"] == "20"  # exact decimal text, never a float
+    prices = [float(r["gpu_hour_usd"]) for r in rows]
+    assert prices == sorted(prices)
+    code, out, _ = run(cli, "history", str(rows[0]["id"]), "-f", "json")
+    assert code == 0 and len(json.loads(out)) == 1
+    code, out, _ = run(cli, "offers", "--provider", "lambda", "-f", "csv")
+    assert out.splitlines()[0].startswith("id,provider,sku")
+    code, out, _ = run(cli, "offers", "--country", "de", "-f", "jsonl")
+    assert code == 0 and len(out.splitlines()) == 5
+    assert all(json.loads(line)["country"] == "DE" for line in out.splitlines())
+    code, out, _ = run(cli, "offers", "--country", "FR", "-f", "jsonl")
+    assert code == 0 and out == ""
+    code, out, _ = run(cli, "offers")
+    assert code == 0 and "offers (USD per GPU-hour ascending)" in out
+
+
+def test_ingest_file_with_bad_lines_rejects_them_and_keeps_the_rest(
+    cli: CliRunner, tmp_path: Path
+) -> None:
+    path = tmp_path / "mixed.jsonl"
+    good = [orjson.dumps(record(i, source="mytool")) for i in range(3)]
+    path.write_bytes(
+        b"\n".join(
+            [
+                good[0],
+                b"{not json",
+                good[1],
+                b"[1,2]",
+                good[2],
+                orjson.dumps(record(9, source="mytool", amount="-1")),
+            ]
+        )
+    )
+    code, out, err = run(cli, "ingest", "mytool", "--file", str(path), "-f", "json")
+    assert code == 0, err
+    summary = json.loads(out)[0]
+    assert summary["added"] == 3 and summary["rejected"] == 3
+    assert "line 2: invalid JSON" in err and "price must be positive" in err
+
+
+def test_usage_errors_exit_2(cli: CliRunner) -> None:
+    assert run(cli, "offers", "--price-kind", "forever")[0] == 2
+    assert run(cli, "offers", "--country", "Germany")[0] == 2
+    assert run(cli, "crawl")[0] == 2
+    assert run(cli, "nonsense")[0] == 2
+
+
+def test_errors_are_one_line(cli: CliRunner, tmp_path: Path) -> None:
+    code, _, err = run(cli, "history", "999999")
+    assert code == 1 and err.strip() == "error: offer 999999 does not exist"
+    code, _, err = run(cli, "ingest", "mytool", "--file", str(tmp_path / "missing.jsonl"))
+    assert code == 1 and "no such file" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run(cli, "ingest", "Bad Name!", "--file", str(tmp_path / "x"))
+    assert code == 1 and "invalid source name" in err
+    code, _, err = run(cli, "crawl", "no-such-source")
+    assert code == 1 and "unknown source" in err
+
+
+def _gpuatlas(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*GPUATLAS, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env={"GPUATLAS_DATABASE_URL": url, "PATH": "/usr/bin:/bin"},
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("mysql://x@y/z", "unsupported database 'mysql'"),
+        ("not a url at all", "invalid database URL"),
+        ("sqlite:////nonexistent-dir/sub/gpuatlas.db", "cannot open database"),
+        ("postgresql://nobody@127.0.0.1:1/none", "cannot open database"),
+    ],
+)
+def test_unusable_database_url_is_one_clear_line(url: str, expected: str) -> None:
+    result = _gpuatlas(url, "versions")
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_corrupt_database_file_is_one_clear_line(tmp_path: Path) -> None:
+    path = tmp_path / "corrupt.db"
+    path.write_bytes(b"this is not a database" * 500)
+    result = _gpuatlas(f"sqlite:///{path}", "versions")
+    assert result.returncode == 1
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "not a database" in result.stderr
+    debug = _gpuatlas(f"sqlite:///{path}", "--debug", "versions")
+    assert "Traceback" in debug.stderr
+
+
+def test_unmigrated_database_says_what_to_run(tmp_path: Path) -> None:
+    result = _gpuatlas(f"sqlite:///{tmp_path / 'new.db'}", "offers")
+    assert result.returncode == 1 and "gpuatlas db upgrade" in result.stderr
+
+
+def test_unmapped_names_are_listed(cli: CliRunner, tmp_path: Path) -> None:
+    file = write_jsonl(
+        tmp_path / "feed.jsonl", [record(0, source="mytool", gpu_name_raw="Quantum Flux 9000")]
+    )
+    assert run(cli, "ingest", "mytool", "--file", str(file))[0] == 0
+    code, out, _ = run(cli, "unmapped", "--kind", "gpu", "-f", "json")
+    assert code == 0
+    assert [(r["kind"], r["value"], r["occurrences"]) for r in json.loads(out)] == [
+        ("gpu", "Quantum Flux 9000", 1)
+    ]
+    assert run(cli, "unmapped", "--kind", "colour")[0] == 2

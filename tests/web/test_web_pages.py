@@ -1,0 +1,236 @@
+"""The page for people, without a browser: pages render, bad input is friendly, strings escaped."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from decimal import Decimal
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, event
+
+from service.core.config import Settings
+from service.web.chart import step_chart
+from service.web.render import decimal_text, money_text, web_url
+from tests.support.api_client import api_client
+from tests.support.web_seed import (
+    A100_OFFERS,
+    H100_OFFERS,
+    HISTORY_AMOUNTS,
+    HISTORY_SKU,
+    HOSTILE_SKU,
+    seed,
+)
+
+TOTAL = H100_OFFERS + A100_OFFERS + 1
+
+
+@pytest.fixture
+def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
+    seed(engine, settings)
+    yield from api_client(settings)
+
+
+def per_gpu_prices(html: str) -> list[Decimal]:
+    return [Decimal(v) for v in re.findall(r'class="num price-per-gpu-hour">([0-9.]+)<', html)]
+
+
+def offer_ids(html: str) -> list[int]:
+    return [int(v) for v in re.findall(r'<tr data-offer-id="(\d+)"', html)]
+
+
+def history_offer_id(client: TestClient) -> int:
+    body = client.get("/v1/offers", params={"limit": 1000}).json()
+    return next(o["id"] for o in body["data"] if o["sku"] == HISTORY_SKU)
+
+
+def test_listing_renders_sorted_by_price_per_gpu_hour_with_json_twin(client: TestClient) -> None:
+    response = client.get("/")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/html")
+    html = response.text
+    assert f'<span id="total">{TOTAL}</span>' in html
+    prices = per_gpu_prices(html)
+    assert len(prices) == 50 and prices == sorted(prices)
+    assert 'href="/v1/offers?limit=50"' in html
+
+
+def test_filters_sort_and_pages(client: TestClient) -> None:
+    html = client.get("/", params={"gpu": "a100", "country": "us", "price_kind": "spot"}).text
+    assert f'<span id="total">{A100_OFFERS}</span>' in html
+    assert "/v1/offers?gpu=a100&amp;country=us&amp;price_kind=spot&amp;limit=50" in html
+    html = client.get("/", params={"min_gpus": "8", "sort": "-price_per_gpu_hour"}).text
+    prices = per_gpu_prices(html)
+    assert prices == sorted(prices, reverse=True) and len(prices) == len(range(2, 50, 3))
+    cheap = client.get("/", params={"max_price_per_gpu_hour": "3"}).text
+    assert all(p <= 3 for p in per_gpu_prices(cheap)) and per_gpu_prices(cheap)
+    seen: list[int] = []
+    for number in (1, 2, 3):
+        page = client.get("/", params={"per_page": "25", "page": str(number)}).text
+        seen += offer_ids(page)
+        assert ('rel="next"' in page) == (number < 3)
+    assert len(seen) == len(set(seen)) == TOTAL
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"country": "ZZ"}, "country"),
+        ({"min_gpus": "eight"}, "min_gpus"),
+        ({"min_gpus": "NaN"}, "min_gpus"),
+        ({"max_price_per_gpu_hour": "-1"}, "max_price_per_gpu_hour"),
+        ({"price_kind": "free"}, "price_kind"),
+        ({"gdpr": "mars"}, "gdpr"),
+        ({"sort": "cheapest"}, "sort"),
+        ({"page": "0"}, "page"),
+        ({"page": "999"}, "page"),
+        ({"per_page": "100000"}, "per_page"),
+        ({"gpu": "<script>"}, "gpu"),
+        ({"cert": "no-such-scheme"}, "cert"),
+    ],
+)
+def test_bad_input_is_a_friendly_400_page(client: TestClient, params: dict, field: str) -> None:
+    response = client.get("/", params=params)
+    assert response.status_code == 400, response.text[:500]
+    assert response.headers["content-type"].startswith("text/html")
+    assert 'id="errors"' in response.text and f"<strong>{field}</strong>" in response.text
+    assert "<script>" not in response.text
+
+
+def test_empty_form_fields_mean_not_set(client: TestClient) -> None:
+    params = {"gpu": "", "min_gpus": "", "country": "", "gdpr": "", "price_kind": "", "sort": ""}
+    response = client.get("/", params=params)
+    assert response.status_code == 200 and f'<span id="total">{TOTAL}</span>' in response.text
+
+
+def test_hostile_strings_are_escaped_everywhere(client: TestClient) -> None:
+    html = client.get("/", params={"per_page": "100"}).text
+    assert HOSTILE_SKU not in html and "onerror=" not in html.replace("onerror=&#34;", "")
+    assert "&lt;img src=x onerror=&#34;window.__pwned=1&#34;&gt;&#34;&#39;&amp;amp;" in html
+    hostile = next(
+        o["id"]
+        for o in client.get("/v1/offers", params={"limit": 1000}).json()["data"]
+        if o["sku"] == HOSTILE_SKU
+    )
+    page = client.get(f"/offers/{hostile}").text
+    assert "<img" not in page and "&lt;img" in page
+    missing = client.get("/providers/<img src=x onerror=alert(1)>")
+    assert missing.status_code == 404 and "<img" not in missing.text
+    assert "&lt;img src=x onerror=alert(1)&gt;" in missing.text
+
+
+def test_offer_page_history_provenance_and_chart(client: TestClient) -> None:
+    offer_id = history_offer_id(client)
+    response = client.get(f"/offers/{offer_id}")
+    assert response.status_code == 200
+    html = response.text
+    assert html.count('<circle class="obs"') == 1 + len(HISTORY_AMOUNTS)
+    amounts = re.findall(r'data-amount="([0-9.]+)"', html)
+    assert amounts[1:] == list(HISTORY_AMOUNTS) and amounts[0] == "20.00"
+    assert f'href="/v1/offers/{offer_id}"' in html
+    assert f'href="/v1/offers/{offer_id}/history"' in html
+    raw = client.get(f"/v1/offers/{offer_id}").json()
+    assert "acme" in html and str(raw["crawl_run_id"]) in html
+    if raw["raw_payload_sha256"]:
+        assert raw["raw_payload_sha256"] in html
+    assert html.count("<tr><td>") >= 1 + len(HISTORY_AMOUNTS)  # one crawl run per change
+
+
+def test_unknown_offer_is_an_html_404(client: TestClient) -> None:
+    for path in ("/offers/987654", "/offers/abc", "/offers/99999999999999999999999", "/gpus/x"):
+        response = client.get(path)
+        assert response.status_code == 404, path
+        assert response.headers["content-type"].startswith("text/html")
+        assert "Not found" in response.text
+
+
+def test_provider_and_gpu_pages(client: TestClient) -> None:
+    html = client.get("/providers/lambda").text
+    assert 'href="/v1/providers/lambda"' in html and 'id="sources"' in html
+    assert "<td>acme</td>" in html and "ok" in html
+    gpu = client.get("/gpus/nvidia-h100-sxm-80gb")
+    assert gpu.status_code == 200
+    assert 'href="/v1/gpus/nvidia-h100-sxm-80gb"' in gpu.text
+    assert 'id="export-control"' in gpu.text and "not legal advice" in gpu.text
+    cheapest = per_gpu_prices(gpu.text)
+    assert cheapest == sorted(cheapest) and len(cheapest) == 10
+    assert client.get("/gpus/nvidia-h100-sxm-80gb", params={"destination": "SG"}).status_code == 200
+
+
+def test_static_files_are_served(client: TestClient) -> None:
+    response = client.get("/static/gpuatlas.css")
+    assert response.status_code == 200 and "svg.chart" in response.text
+
+
+def test_listing_page_query_count_does_not_grow_with_rows(
+    client: TestClient, engine: Engine
+) -> None:
+    statements: list[str] = []
+
+    def count(*args: object) -> None:
+        statements.append(str(args[2]))
+
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        client.get("/", params={"per_page": "25"})
+        small = len(statements)
+        statements.clear()
+        client.get("/", params={"per_page": "100"})
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    assert len(statements) == small
+
+
+def test_decimal_formatting_never_uses_floats() -> None:
+    assert money_text(Decimal("2.5")) == "2.50"
+    assert money_text(Decimal("0.1234567891")) == "0.1234567891"
+    assert money_text(Decimal("1E+1")) == "10.00"
+    assert decimal_text(Decimal("8.000")) == "8"
+    assert decimal_text(Decimal("2.34567"), 4) == "2.3457"
+    assert decimal_text(None) == "—"
+
+
+def test_only_http_links_are_rendered_as_links() -> None:
+    assert web_url("https://example.com/x") == "https://example.com/x"
+    assert web_url("javascript:alert(1)") is None
+    assert web_url(" JAVASCRIPT:alert(1)") is None
+    assert web_url(None) is None
+
+
+def test_chart_has_one_point_per_observation_and_steps() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    history = [
+        {
+            "id": 1,
+            "amount": Decimal("2"),
+            "currency": "EUR",
+            "valid_from": t0,
+            "valid_to": t0 + timedelta(days=1),
+        },
+        {
+            "id": 2,
+            "amount": Decimal("3"),
+            "currency": "EUR",
+            "valid_from": t0 + timedelta(days=1),
+            "valid_to": t0 + timedelta(days=2),
+        },
+        {
+            "id": 3,
+            "amount": Decimal("1"),
+            "currency": "EUR",
+            "valid_from": t0 + timedelta(days=3),
+            "valid_to": None,
+        },
+    ]
+    chart = step_chart(history, t0 + timedelta(days=4))
+    assert chart is not None and len(chart.points) == 3
+    assert chart.path.count("M") == 2  # a gap (withdrawn, then back) starts a new line
+    assert chart.path.count("V") == 1 and chart.path.count("H") == 3
+    assert [p.amount for p in chart.points] == [Decimal("2"), Decimal("3"), Decimal("1")]
+    assert chart.points[1].y == "16.0" and chart.points[2].y == "224.0"  # max top, min bottom
+    single = step_chart(history[:1], t0)
+    assert single is not None and len(single.points) == 1
+    assert step_chart([], t0) is None
