@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, text
+from typer.testing import CliRunner
 
 from service.alerts.listeners import install
-from service.core.config import Settings
+from service.core.config import Settings, get_settings
 from service.core.db import make_engine, normalize_url
 from service.core.migrate import upgrade
 from tests.support.pg import pg_database
@@ -123,6 +124,14 @@ def engine(db_url: str) -> Iterator[Engine]:
 @pytest.fixture
 def settings(db_url: str) -> Settings:
     return Settings(database_url=db_url, environment="test", _env_file=None)  # type: ignore[call-arg]
+
+
+@pytest.fixture
+def cli(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliRunner]:
+    monkeypatch.setenv("GPUATLAS_DATABASE_URL", db_url)
+    get_settings.cache_clear()
+    yield CliRunner()
+    get_settings.cache_clear()
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
 from tests.support.api_client import api_client
 from tests.support.factories import record, records
+from tests.support.problems import assert_problem
 
 
 @pytest.fixture
@@ -27,16 +28,6 @@ def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
     changed[0]["amount"] = "21.50"
     ingest(engine, settings, CrawlResult(source="acme", records=changed))
     yield from api_client(settings)
-
-
-def assert_problem(response, status: int, name: str | None = None) -> dict:  # type: ignore[no-untyped-def,type-arg]
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith("application/problem+json")
-    body = response.json()
-    assert {"type", "title", "status"} <= set(body) and body["status"] == status
-    if name:
-        assert any(p["name"] == name for p in body.get("invalid_params", [])), body
-    return body
 
 
 def test_health_and_readiness(client: TestClient) -> None:

@@ -13,7 +13,7 @@ from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
 from service.core.db import make_engine
 from service.core.migrate import upgrade
-from tests.api.test_api import assert_problem
+from tests.support.problems import assert_problem
 
 
 def closed_port() -> int:

@@ -1,4 +1,4 @@
-"""`make bench`: run every benchmark module (tests/bench_*.py) in one go, side by side.
+"""`make bench`: run every benchmark module (tests/bench/*.py) in one go, side by side.
 
 Benchmarks print figures and ratios measured in the same run; they assert nothing about
 time (the machine is shared and noisy). Pick some with GPUATLAS_BENCH=ingest,aws_parse.
@@ -11,19 +11,20 @@ import os
 import pkgutil
 import time
 
-import tests
+import tests.bench
 
 
 def main() -> None:
     wanted = {w.strip() for w in os.environ.get("GPUATLAS_BENCH", "").split(",") if w.strip()}
     modules = sorted(
-        m.name for m in pkgutil.iter_modules(tests.__path__) if m.name.startswith("bench_")
+        m.name
+        for m in pkgutil.iter_modules(tests.bench.__path__)
+        if not m.name.startswith(("_", "test_"))
     )
-    for name in modules:
-        short = name.removeprefix("bench_")
+    for short in modules:
         if wanted and short not in wanted:
             continue
-        module = importlib.import_module(f"tests.{name}")
+        module = importlib.import_module(f"tests.bench.{short}")
         if not hasattr(module, "main"):
             continue
         print(f"\n=== {short} " + "=" * (60 - len(short)), flush=True)

@@ -20,15 +20,8 @@ from service.catalog.resolver import fingerprint
 from service.catalog.results import CrawlResult
 from service.core.config import Settings
 from service.core.db import writer
-from tests.support.factories import (
-    OBS,
-    OFFER,
-    VERSION,
-    catalog_state,
-    check_invariants,
-    record,
-    records,
-)
+from tests.support import factories
+from tests.support.factories import catalog_state, check_invariants, record, records
 
 
 def crawl(recs: list[dict[str, Any]], **kwargs: Any) -> CrawlResult:
@@ -37,7 +30,7 @@ def crawl(recs: list[dict[str, Any]], **kwargs: Any) -> CrawlResult:
 
 def offer_rows(engine: Engine) -> dict[str, dict[str, Any]]:
     with engine.connect() as conn:
-        rows = conn.execute(select(OFFER).order_by(OFFER.c.id)).mappings().all()
+        rows = conn.execute(select(factories.OFFER).order_by(factories.OFFER.c.id)).mappings().all()
     return {f"{r['sku']}/{r['region']}": dict(r) for r in rows}
 
 
@@ -91,7 +84,7 @@ def test_mixed_spellings_in_one_crawl_share_one_fingerprint(
         item["vcpus"] = "8.00" if i % 2 else "8"
     ingest(engine, settings, crawl(batch))
     with engine.connect() as conn:
-        digests = set(conn.execute(select(OFFER.c.fingerprint)).scalars())
+        digests = set(conn.execute(select(factories.OFFER.c.fingerprint)).scalars())
     assert len(digests) == 1
     assert digests == {
         fingerprint(
@@ -127,7 +120,7 @@ def test_a_changed_attribute_alone_updates_the_offer_in_place(
         assert row["fingerprint"] != before[name]["fingerprint"]
         assert row["observation_id"] == before[name]["observation_id"]
         assert row["amount"] == before[name]["amount"]
-    assert count(engine, OBS) == 10  # no new observation: the price did not move
+    assert count(engine, factories.OBS) == 10  # no new observation: the price did not move
     again = ingest(engine, settings, crawl(records(10, vcpus="96")))
     assert again.catalog_version is None and again.updated == 0
     check_invariants(engine)
@@ -139,7 +132,7 @@ def test_one_crawl_adds_changes_updates_withdraws_and_reopens(
     ingest(engine, settings, crawl(records(20)))
     first = records(20)
     ingest(engine, settings, crawl(first[:18]))  # withdraws gpu-18 and gpu-19
-    assert count(engine, OFFER, OFFER.c.status == "withdrawn") == 2
+    assert count(engine, factories.OFFER, factories.OFFER.c.status == "withdrawn") == 2
     batch = records(24)
     del batch[5]  # withdrawn
     batch[0]["amount"] = "99.5"  # changed
@@ -161,7 +154,7 @@ def test_one_crawl_adds_changes_updates_withdraws_and_reopens(
     assert after["gpu-5/r5"]["status"] == "withdrawn"
     for name in ("gpu-18/r4", "gpu-19/r5"):
         assert after[name]["status"] == "active" and after[name]["withdrawn_at"] is None
-    assert count(engine, VERSION) == 3
+    assert count(engine, factories.VERSION) == 3
     check_invariants(engine)
     # and the next identical crawl of that mixed state changes nothing
     again = ingest(engine, settings, crawl(batch))
@@ -232,7 +225,9 @@ def test_a_failure_while_validating_on_its_thread_leaves_the_catalog_as_it_was(
 def test_fingerprint_memo_matches_the_plain_function(engine: Engine, settings: Settings) -> None:
     ingest(engine, settings, crawl(records(6, vcpus="8.0")))
     with engine.connect() as conn:
-        stored = conn.execute(select(OFFER.c.fingerprint, OFFER.c.gpu_count)).all()
+        stored = conn.execute(
+            select(factories.OFFER.c.fingerprint, factories.OFFER.c.gpu_count)
+        ).all()
     attributes = (
         "instance",
         None,
@@ -300,8 +295,8 @@ def test_new_offer_rows_hold_the_ingests_shared_values(engine: Engine, settings:
     """Source, status, stamps, versions and crawl run are constants of the bulk inserts."""
     result = ingest(engine, settings, crawl(records(5, bare_metal=False)))
     with engine.connect() as conn:
-        offers = conn.execute(select(OFFER)).mappings().all()
-        observations = conn.execute(select(OBS)).mappings().all()
+        offers = conn.execute(select(factories.OFFER)).mappings().all()
+        observations = conn.execute(select(factories.OBS)).mappings().all()
     assert {
         (
             o["source"],
@@ -351,9 +346,15 @@ def test_new_offers_are_numbered_in_identity_order_whatever_the_crawl_order(
     assert result.status.value == "ok" and result.added == 60
     with engine.connect() as conn:
         rows = conn.execute(
-            select(OFFER.c.id, OFFER.c.sku, OFFER.c.region, OBS.c.id, OBS.c.amount)
-            .join(OBS, OBS.c.id == OFFER.c.observation_id)
-            .order_by(OFFER.c.id)
+            select(
+                factories.OFFER.c.id,
+                factories.OFFER.c.sku,
+                factories.OFFER.c.region,
+                factories.OBS.c.id,
+                factories.OBS.c.amount,
+            )
+            .join(factories.OBS, factories.OBS.c.id == factories.OFFER.c.observation_id)
+            .order_by(factories.OFFER.c.id)
         ).all()
     keys = [(sku, region) for _, sku, region, _, _ in rows]
     assert keys == sorted(keys)

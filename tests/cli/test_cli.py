@@ -5,32 +5,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
 from typer.testing import CliRunner
 
-from service.cli.app import app
-from service.core.config import get_settings
 from tests.conftest import ROOT
+from tests.support.cli import run
 from tests.support.factories import record, records
 
 GPUATLAS = [sys.executable, "-m", "service.cli.app"]
-
-
-@pytest.fixture
-def cli(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliRunner]:
-    monkeypatch.setenv("GPUATLAS_DATABASE_URL", db_url)
-    get_settings.cache_clear()
-    yield CliRunner()
-    get_settings.cache_clear()
-
-
-def run(runner: CliRunner, *args: str) -> tuple[int, str, str]:
-    result = runner.invoke(app, list(args))
-    return result.exit_code, result.stdout, result.stderr
 
 
 def write_jsonl(path: Path, items: list) -> Path:  # type: ignore[type-arg]

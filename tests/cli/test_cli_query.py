@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -17,25 +16,12 @@ import pytest
 from sqlalchemy import Engine, update
 from typer.testing import CliRunner
 
-from service.cli.app import app
 from service.cli.chart import BLOCKS, CHART_MAX_POINTS, chart, render_chart
 from service.core.config import get_settings
+from tests.support.cli import run
 from tests.support.factories import OBS, record
 
 H100 = "nvidia-h100-sxm-80gb"
-
-
-@pytest.fixture
-def cli(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliRunner]:
-    monkeypatch.setenv("GPUATLAS_DATABASE_URL", db_url)
-    get_settings.cache_clear()
-    yield CliRunner()
-    get_settings.cache_clear()
-
-
-def run(runner: CliRunner, *args: str) -> tuple[int, str, str]:
-    result = runner.invoke(app, list(args))
-    return result.exit_code, result.stdout, result.stderr
 
 
 def ok(runner: CliRunner, *args: str) -> str:

@@ -19,17 +19,8 @@ from service.api import problems
 from service.api.routes import compliance
 from service.cli.app import app as cli_app
 from service.compliance.reference_load import load_reference
-from service.core.config import REFERENCE_DIR, Settings, get_settings
-
-
-def assert_problem(response, status: int, name: str | None = None) -> dict:  # type: ignore[no-untyped-def,type-arg]
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith("application/problem+json")
-    body = response.json()
-    assert {"type", "title", "status"} <= set(body) and body["status"] == status
-    if name:
-        assert any(p["name"] == name for p in body.get("invalid_params", [])), body
-    return body
+from service.core.config import REFERENCE_DIR, Settings
+from tests.support.problems import assert_problem
 
 
 @pytest.fixture
@@ -115,14 +106,6 @@ def test_the_service_app_mounts_the_compliance_routes(tmp_path: Path) -> None:
     )
     paths = set(create_app(settings).openapi()["paths"])
     assert {"/v1/gpus/{slug}/export-control", "/v1/compliance/sources"} <= paths
-
-
-@pytest.fixture
-def cli(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliRunner]:
-    monkeypatch.setenv("GPUATLAS_DATABASE_URL", db_url)
-    get_settings.cache_clear()
-    yield CliRunner()
-    get_settings.cache_clear()
 
 
 def test_cli_export_control(cli: CliRunner, engine: Engine) -> None:

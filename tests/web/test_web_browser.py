@@ -22,14 +22,7 @@ import pytest
 from service.api.main import create_app
 from service.core.config import Settings
 from service.core.db import make_engine
-from tests.support.web_seed import (
-    A100_OFFERS,
-    H100_OFFERS,
-    HISTORY_AMOUNTS,
-    HISTORY_SKU,
-    HOSTILE_SKU,
-    seed,
-)
+from tests.support import web_seed
 
 CHROMIUM = Path("/usr/bin/chromium")
 LAUNCH_ARGS = [
@@ -42,7 +35,7 @@ LAUNCH_ARGS = [
 ]
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 IN_CI = os.environ.get("CI", "").lower() == "true"
-TOTAL = H100_OFFERS + A100_OFFERS + 1
+TOTAL = web_seed.H100_OFFERS + web_seed.A100_OFFERS + 1
 
 
 def _unavailable(reason: str) -> None:
@@ -63,7 +56,7 @@ def base_url(sqlite_template: Path, tmp_path_factory: pytest.TempPathFactory) ->
     )
     engine = make_engine(url)
     try:
-        seed(engine, settings)
+        web_seed.seed(engine, settings)
     finally:
         engine.dispose()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -138,8 +131,8 @@ def test_filter_sort_and_paginate(page: Any) -> None:
     page.select_option("#f-price-kind", "spot")
     page.click("#apply")
     page.wait_for_load_state()
-    assert total(page) == A100_OFFERS
-    assert page.locator("#offers tbody tr").count() == A100_OFFERS
+    assert total(page) == web_seed.A100_OFFERS
+    assert page.locator("#offers tbody tr").count() == web_seed.A100_OFFERS
     assert set(page.locator("#offers tbody td.country").all_inner_texts()) == {"US"}
     assert page.input_value("#f-country") == "US"  # the form keeps what was asked
     shot(page, "filtered")
@@ -148,10 +141,10 @@ def test_filter_sort_and_paginate(page: Any) -> None:
     page.wait_for_load_state()
     assert "sort=-price_per_gpu_hour" in page.url
     prices = column(page)
-    assert prices == sorted(prices, reverse=True) and len(prices) == A100_OFFERS
+    assert prices == sorted(prices, reverse=True) and len(prices) == web_seed.A100_OFFERS
     page.click("#offers thead a.sort[data-sort='gpu_count']")
     page.wait_for_load_state()
-    assert "sort=gpu_count" in page.url and total(page) == A100_OFFERS
+    assert "sort=gpu_count" in page.url and total(page) == web_seed.A100_OFFERS
     shot(page, "sorted")
 
     page.goto("/?per_page=25")
@@ -171,25 +164,27 @@ def test_filter_sort_and_paginate(page: Any) -> None:
 
 def test_open_offer_and_see_its_chart(page: Any) -> None:
     page.goto("/?gpu=h100&sort=provider&per_page=100")
-    row = page.locator("#offers tbody tr", has=page.locator("td.sku", has_text=HISTORY_SKU))
+    row = page.locator(
+        "#offers tbody tr", has=page.locator("td.sku", has_text=web_seed.HISTORY_SKU)
+    )
     row.first.locator("a.offer-link").click()
     page.wait_for_load_state()
     assert "/offers/" in page.url
     chart = page.locator("svg#price-chart")
     assert chart.is_visible()
     points = chart.locator("circle.obs")
-    assert points.count() == 1 + len(HISTORY_AMOUNTS)
+    assert points.count() == 1 + len(web_seed.HISTORY_AMOUNTS)
     amounts = points.evaluate_all("cs => cs.map(c => c.dataset.amount)")
-    assert amounts == ["20.00", *HISTORY_AMOUNTS]
+    assert amounts == ["20.00", *web_seed.HISTORY_AMOUNTS]
     box = chart.locator("path.step").bounding_box()
     assert box is not None and box["width"] > 100 and box["height"] > 50  # really drawn
-    assert page.locator("#observations tbody tr").count() == 1 + len(HISTORY_AMOUNTS)
+    assert page.locator("#observations tbody tr").count() == 1 + len(web_seed.HISTORY_AMOUNTS)
     assert page.locator("#source").inner_text().startswith("acme")
     twin = page.locator("a.json-twin").get_attribute("href")
     assert twin is not None and twin.startswith("/v1/offers/")
     shot(page, "offer")
     response = page.request.get(twin)
-    assert response.ok and response.json()["sku"] == HISTORY_SKU
+    assert response.ok and response.json()["sku"] == web_seed.HISTORY_SKU
 
 
 def test_bad_filter_shows_a_message_not_an_error_page(page: Any) -> None:
@@ -208,12 +203,12 @@ def test_bad_filter_shows_a_message_not_an_error_page(page: Any) -> None:
 def test_hostile_strings_stay_text(page: Any) -> None:
     page.goto("/?per_page=100&sort=price_per_gpu_hour")
     cell = page.locator("#offers td.sku", has_text="onerror")
-    assert cell.inner_text() == HOSTILE_SKU
+    assert cell.inner_text() == web_seed.HOSTILE_SKU
     assert page.locator("#offers img").count() == 0
     assert page.evaluate("() => window.__pwned === undefined") and not page.dialogs
     cell.locator("xpath=..").locator("a.offer-link").click()
     page.wait_for_load_state()
-    assert page.locator("h1").inner_text().startswith(HOSTILE_SKU)
+    assert page.locator("h1").inner_text().startswith(web_seed.HOSTILE_SKU)
     assert page.evaluate("() => window.__pwned === undefined") and not page.dialogs
 
 
