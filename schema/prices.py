@@ -47,6 +47,10 @@ class Offer(SQLModel, table=True):
         # the default listing (cheapest per GPU-hour first) walks these instead of sorting
         Index("ix_offer_status_gpu_hour", "status", "gpu_hour_usd_e10", "id"),
         Index("ix_offer_gpu_slug_status_gpu_hour", "gpu_slug", "status", "gpu_hour_usd_e10", "id"),
+        # sort=provider / -provider walks it (service.query.offers.list_offers)
+        Index("ix_offer_status_provider", "status", "provider", "id"),
+        # sort=gpu_count reads each distinct count's offers by id (service.query.offers)
+        Index("ix_offer_status_gpu_count", "status", "gpu_count", "id"),
     )
 
     id: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
@@ -146,6 +150,8 @@ class OfferLocation(SQLModel, table=True):
         PrimaryKeyConstraint("offer_id", "region"),
         # the country / gdpr filters: EXISTS (offer_id = ? AND country ...)
         Index("ix_offer_location_offer_id_country", "offer_id", "country"),
+        # the precedence probe: another source's offer placed in this region
+        Index("ix_offer_location_region", "region"),
     )
 
     offer_id: int = Field(foreign_key="offer.id")

@@ -29,7 +29,17 @@ from decimal import Decimal
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Connection, Select, and_, literal_column, or_, select, true, type_coerce
+from sqlalchemy import (
+    Connection,
+    Select,
+    and_,
+    func,
+    literal_column,
+    or_,
+    select,
+    true,
+    type_coerce,
+)
 from sqlalchemy.types import String
 
 from schema.enums import OfferStatus
@@ -125,8 +135,12 @@ def offers_query(
         if after.value is None:
             stmt = stmt.where(OFFER.c.id > after.offer_id)
         elif not nulls:
+            # the first term only bounds the index range; the second is the keyset
+            within = key <= after.value if descending else key >= after.value
             beyond = key < after.value if descending else key > after.value
-            stmt = stmt.where(or_(beyond, and_(key == after.value, OFFER.c.id > after.offer_id)))
+            stmt = stmt.where(
+                within, or_(beyond, and_(key == after.value, OFFER.c.id > after.offer_id))
+            )
         after = None
     if nulls:
         return stmt.order_by(OFFER.c.id)
@@ -161,14 +175,17 @@ def list_offers(
 ) -> list[dict[str, Any]]:
     """A page of the listing (see :func:`offers_query` for the order).
 
-    The current listing by price per GPU-hour (the default) reads in two index-ordered
-    statements, offers with a price first, then (if the page is not full) those without,
-    in one transaction, so one snapshot.
+    The current listing sorted by a key the offer row holds (:data:`INDEXED_SORTS`) reads
+    along an index (status, key, id): the offers with a key first, then (if the page is
+    not full, and the key can be null) those without, by id; one transaction, so one
+    snapshot. Descending, the index walked backwards gives ties in reverse id order, so
+    the page is read in three index ranges (:func:`_descending`).
     """
+    dialect = conn.dialect.name
     query = partial(
         offers_query,
         filters,
-        conn.dialect.name,
+        dialect,
         version=version,
         compliance=compliance,
         sort=sort,
@@ -176,17 +193,78 @@ def list_offers(
         after=after,
         gpus=live_gpu_slugs(conn, filters.gpu) if version is None and filters.gpu else None,
     )
-    if sort == "price_per_gpu_hour" and version is None and not offset:
+    if sort in INDEXED_SORTS and version is None and not offset:
         rows: list[dict[str, Any]] = []
         if after is None or after.value is not None:
-            rows = _dicts(conn.execute(query(nulls=False).limit(limit)))
-        if len(rows) < limit:
+            keyed = query(nulls=False)
+            if sort in BY_VALUE:
+                rows = _by_value(conn, keyed, limit, descending, after)
+            elif descending:
+                key = sort_expression(sort, dialect, version)
+                rows = _descending(conn, keyed, key, limit)
+            else:
+                rows = _dicts(conn.execute(keyed.limit(limit)))
+        if len(rows) < limit and sort not in NEVER_NULL:
             rows += _dicts(conn.execute(query(nulls=True).limit(limit - len(rows))))
         return place_rows(conn, rows, filters, compliance)
     stmt = query().limit(limit)
     if offset:
         stmt = stmt.offset(offset)
     return place_rows(conn, _dicts(conn.execute(stmt)), filters, compliance)
+
+
+INDEXED_SORTS = frozenset({"price_per_gpu_hour", "provider", "gpu_count"})
+"""Sorts whose current key is an offer column after ``status`` in an index (…, key, id)."""
+BY_VALUE = frozenset({"gpu_count"})
+"""Keys with few distinct values, read one value at a time (:func:`_by_value`): on SQLite
+the exact decimal is text, so its index order is not the numeric order."""
+NEVER_NULL = frozenset({"provider", "gpu_count"})
+"""Sort keys of NOT NULL columns: no second statement for offers without a key."""
+
+
+def _by_value(
+    conn: Connection, keyed: Select[Any], limit: int, descending: bool, after: After | None
+) -> list[dict[str, Any]]:
+    """The first ``limit`` rows of ``keyed`` (``ORDER BY gpu_count, id``, or descending)
+    through ``ix_offer_status_gpu_count`` (status, gpu_count, id): the distinct counts of
+    active offers (one index seek each), in numeric order, then each count's offers by id
+    (an index range, in id order) until the page is full. Same rows, same order."""
+    column = OFFER.c.gpu_count
+    active = OFFER.c.status == OfferStatus.active.value
+    values: list[Decimal] = []
+    while True:
+        above = [column > values[-1]] if values else []
+        value = conn.execute(select(func.min(column)).where(active, *above)).scalar()
+        if value is None:
+            break
+        values.append(value)
+    values.sort(reverse=descending)
+    if after is not None and after.value is not None:  # skip the counts before the cursor
+        mark = after.value  # a float on SQLite (the key is CAST(gpu_count AS FLOAT))
+        number = float if isinstance(mark, float) else Decimal
+        values = [v for v in values if (number(v) <= mark if descending else number(v) >= mark)]
+    rows: list[dict[str, Any]] = []
+    for value in values:
+        if len(rows) >= limit:
+            break
+        same = keyed.where(column == value).order_by(None).order_by(OFFER.c.id)
+        rows += _dicts(conn.execute(same.limit(limit - len(rows))))
+    return rows
+
+
+def _descending(conn: Connection, keyed: Select[Any], key: Any, limit: int) -> list[dict[str, Any]]:
+    """The first ``limit`` rows of ``keyed`` (offers with a key, ``ORDER BY key DESC, id``)
+    read along an ascending (…, key, id) index: the ``limit``-th largest key K (the index
+    walked backwards), then the rows above K in order (fewer than ``limit``, sorted), then
+    those at K by id (the index range of K, forwards). Same rows, same order."""
+    bound = conn.execute(
+        keyed.with_only_columns(key).order_by(None).order_by(key.desc()).offset(limit - 1).limit(1)
+    ).first()
+    if bound is None:  # fewer than ``limit`` left: sort them
+        return _dicts(conn.execute(keyed.limit(limit)))
+    rows = _dicts(conn.execute(keyed.where(key > bound[0])))
+    at_bound = keyed.where(key == bound[0]).order_by(None).order_by(OFFER.c.id)
+    return rows + _dicts(conn.execute(at_bound.limit(limit - len(rows))))
 
 
 PAGE_OFFER = OFFER.alias("page_offer")

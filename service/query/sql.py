@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from decimal import ROUND_FLOOR, Decimal
 from typing import Any, Literal
 
-from sqlalchemy import and_, case, cast, exists, func, or_, select
+from sqlalchemy import and_, case, cast, exists, func, literal_column, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import BigInteger, Float, Integer, Numeric
 
@@ -158,35 +158,52 @@ def _code_points(column: Any, dialect: str) -> Any:
 def outranked(version: int | None, dialect: str) -> Any:
     """Another source reports the offer's (provider, sku, region, price kind), in that
     region or placed there (``offer_location``), and ranks before its source
-    (:mod:`service.query.precedence`): the offer is not shown by default."""
+    (:mod:`service.query.precedence`): the offer is not shown by default.
+
+    Two probes, one per way of being there: the same region (``ix_offer_identity``, all
+    four columns equal) or a location of the other offer in the offer's region
+    (``ix_offer_location_region``, then the other offer by id). One EXISTS with the two ways
+    OR-ed could seek ``ix_offer_identity`` on (provider, sku) only, every offer of the SKU
+    in every region and kind: a full sort paid that for every matching offer. On SQLite
+    the indexed columns a probe must not start from are written ``+column`` (no index).
+    """
     other = OTHER
     other_rank, own_rank = source_rank_sql(other.c.source), source_rank_sql(OFFER.c.source)
-    placed_there = (
-        exists()
-        .where(OTHER_LOCATION.c.offer_id == other.c.id, OTHER_LOCATION.c.region == OFFER.c.region)
-        .correlate_except(OTHER_LOCATION)
-    )
-    condition = [
-        other.c.provider == OFFER.c.provider,
-        other.c.sku == OFFER.c.sku,
-        or_(other.c.region == OFFER.c.region, placed_there),
-        other.c.price_kind == OFFER.c.price_kind,
-        or_(
-            other_rank < own_rank,
-            and_(
-                other_rank == own_rank,
-                _code_points(other.c.source, dialect) < _code_points(OFFER.c.source, dialect),
-            ),
+    sqlite = dialect == "sqlite"
+
+    def unindexed(name: str) -> Any:
+        return literal_column(f"+{other.name}.{name}") if sqlite else other.c[name]
+
+    before = or_(
+        other_rank < own_rank,
+        and_(
+            other_rank == own_rank,
+            _code_points(other.c.source, dialect) < _code_points(OFFER.c.source, dialect),
         ),
-    ]
+    )
     if version is None:
-        condition.append(other.c.status == OfferStatus.active.value)
+        alive: Any = unindexed("status") == OfferStatus.active.value
     else:
         other_obs = OTHER_OBS
-        condition.append(
-            exists().where(other_obs.c.offer_id == other.c.id, visible_at(other_obs, version))
-        )
-    return exists().where(*condition)
+        alive = exists().where(other_obs.c.offer_id == other.c.id, visible_at(other_obs, version))
+    same_region = exists().where(
+        other.c.provider == OFFER.c.provider,
+        other.c.sku == OFFER.c.sku,
+        other.c.region == OFFER.c.region,
+        other.c.price_kind == OFFER.c.price_kind,
+        before,
+        alive,
+    )
+    placed_there = exists().where(
+        OTHER_LOCATION.c.region == OFFER.c.region,
+        other.c.id == OTHER_LOCATION.c.offer_id,
+        unindexed("provider") == OFFER.c.provider,
+        unindexed("sku") == OFFER.c.sku,
+        other.c.price_kind == OFFER.c.price_kind,
+        before,
+        alive,
+    )
+    return or_(same_region, placed_there)
 
 
 def located(condition: ColumnElement[bool]) -> ColumnElement[bool]:

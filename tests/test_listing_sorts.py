@@ -1,0 +1,125 @@
+"""Every sort, both directions: the listing's order is the documented total order (nulls
+last, then the key, then the offer id), and paging through it with a cursor returns the
+same offers in the same order as one unpaged answer, on SQLite and PostgreSQL.
+
+The catalog is built for ties: few distinct prices, GPU counts and providers, so most
+keys are shared by many offers and the offer id decides; some offers have no USD price
+(a currency without a rate) or no PFLOPS figure; peers are hidden by default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, select
+
+from schema.catalog import GpuModel
+from service.api.main import create_app
+from service.catalog.ingest import CrawlResult, ingest
+from service.catalog.reference import load_reference
+from service.core.config import REFERENCE_DIR, Settings
+from service.query.sql import SORT_KEYS
+from tests.factories import record
+from tests.test_api_query import page_all
+
+SORTS = [*SORT_KEYS, *(f"-{k}" for k in SORT_KEYS)]
+GPUS = ["H100 SXM", "A100 80GB", "L4", "Mystery 9000"]  # the last resolves to no GPU
+
+
+def _records(provider: str, source: str, n: int, price_shift: int = 0) -> list[dict[str, Any]]:
+    return [
+        record(
+            i,
+            provider=provider,
+            source=source,
+            sku=f"{provider}-{i % 9}",
+            gpu_name_raw=GPUS[i % len(GPUS)],
+            gpu_count=str([1, 2, 8][i % 3]),
+            region=f"{provider}-r{i // 9}",
+            country=["DE", "US", "FR"][i % 3],
+            price_kind=["on_demand", "spot"][i % 2],
+            amount=str(Decimal("2.00") + Decimal((i + price_shift) % 4)),
+            currency="XTS" if i % 11 == 5 else "USD",  # XTS: no rate, so no USD price
+        )
+        for i in range(n)
+    ]
+
+
+@pytest.fixture
+def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
+    load_reference(engine, REFERENCE_DIR)
+    for provider, shift in (("lambda", 0), ("aws", 1), ("ovhcloud", 0)):
+        records = _records(provider, provider, 36, shift)
+        ingest(engine, settings, CrawlResult(source=provider, records=records))
+    peer = [dict(r, source="skypilot:lambda", amount="1.00") for r in _records("lambda", "x", 12)]
+    ingest(engine, settings, CrawlResult(source="skypilot:lambda", records=peer))
+    app = create_app(settings.model_copy(update={"scheduler_enabled": False}))
+    with TestClient(app) as test_client:
+        test_client.engine = engine  # type: ignore[attr-defined]
+        yield test_client
+
+
+def _tflops(engine: Engine) -> dict[str, Decimal]:
+    with engine.connect() as conn:
+        rows = conn.execute(select(GpuModel.slug, GpuModel.tflops_bf16))  # type: ignore[call-overload]
+        return {slug: Decimal(str(t)) for slug, t in rows if t is not None}
+
+
+def _key(offer: dict[str, Any], sort: str, tflops: dict[str, Decimal]) -> Any:
+    """The sort key of an answer's offer, from the answer (None = no value)."""
+    name = sort.removeprefix("-")
+    if name == "provider":
+        return offer["provider"]
+    if name == "gpu_count":
+        return Decimal(offer["gpu_count"])
+    per_gpu = offer["price_per_gpu_hour_usd"]
+    if per_gpu is None:
+        return None
+    if name == "price":
+        return Decimal(per_gpu) * Decimal(offer["gpu_count"])  # instance-hour USD
+    if name == "price_per_pflop_hour":
+        value = offer["price_per_pflop_hour_usd"]
+        return None if value is None else Decimal(value)
+    return Decimal(per_gpu)
+
+
+def _expected(offers: list[dict[str, Any]], sort: str, tflops: dict[str, Decimal]) -> list[int]:
+    """Ids in the documented order: keyed offers by key (descending for ``-``) then id,
+    then the offers without a key by id."""
+    keyed = [(_key(o, sort, tflops), o["id"]) for o in offers]
+    present = sorted((k, i) for k, i in keyed if k is not None)
+    if sort.startswith("-"):
+        present.sort(key=lambda pair: pair[1])
+        present.sort(key=lambda pair: pair[0], reverse=True)
+    return [i for _, i in present] + sorted(i for k, i in keyed if k is None)
+
+
+FILTERS: list[dict[str, str]] = [
+    {},
+    {"include_peers": "true"},
+    {"gpu": "h100", "price_kind": "on_demand"},
+    {"not_country": "US", "min_gpus": "2"},
+    {"provider": "aws,lambda", "max_price_per_gpu_hour": "3"},
+]
+
+
+@pytest.mark.parametrize("sort", SORTS)
+def test_every_sort_pages_as_it_sorts(client: TestClient, sort: str) -> None:
+    tflops = _tflops(client.engine)  # type: ignore[attr-defined]
+    for params in FILTERS:
+        query = {**params, "sort": sort}
+        whole = client.get("/v1/offers", params={**query, "limit": 1000}).json()["data"]
+        assert whole, query
+        if not params:
+            assert any(o["price_per_gpu_hour_usd"] is None for o in whole), "some without USD"
+            assert any(o["price_per_pflop_hour_usd"] is None for o in whole), "some without PFLOPS"
+        ids = [o["id"] for o in whole]
+        assert ids == _expected(whole, sort, tflops), query
+        for limit in (1, 4, 7):
+            assert [o["id"] for o in page_all(client, query, limit=limit)] == ids, (query, limit)
+    ties = [_key(o, sort, tflops) for o in whole]
+    assert len(set(ties)) < len(ties), "the catalog must hold ties for this sort"
