@@ -199,6 +199,9 @@ def list_offers(
             keyed = query(nulls=False)
             if sort in BY_VALUE:
                 rows = _by_value(conn, keyed, limit, descending, after)
+            elif sort in PER_GPU:
+                key = sort_expression(sort, dialect, version)
+                rows = _per_gpu(conn, keyed, key, limit, descending)
             elif descending:
                 key = sort_expression(sort, dialect, version)
                 rows = _descending(conn, keyed, key, limit)
@@ -213,13 +216,66 @@ def list_offers(
     return place_rows(conn, _dicts(conn.execute(stmt)), filters, compliance)
 
 
-INDEXED_SORTS = frozenset({"price_per_gpu_hour", "provider", "gpu_count"})
+INDEXED_SORTS = frozenset({"price_per_gpu_hour", "provider", "gpu_count", "price_per_pflop_hour"})
 """Sorts whose current key is an offer column after ``status`` in an index (…, key, id)."""
 BY_VALUE = frozenset({"gpu_count"})
 """Keys with few distinct values, read one value at a time (:func:`_by_value`): on SQLite
 the exact decimal is text, so its index order is not the numeric order."""
 NEVER_NULL = frozenset({"provider", "gpu_count"})
 """Sort keys of NOT NULL columns: no second statement for offers without a key."""
+
+
+PER_GPU = frozenset({"price_per_pflop_hour"})
+"""Keys that follow the price per GPU-hour within one GPU model (:func:`_per_gpu`)."""
+TIE_MARGIN = 10_000
+"""Sort-key units (10^-10 USD per GPU-hour) around a GPU's bound price that :func:`_per_gpu`
+also reads: wider than any two prices whose PFLOPS figures can tie (a rounded decimal on
+PostgreSQL, a double on SQLite) for any GPU below 10^7 TFLOPS."""
+
+
+def _per_gpu(
+    conn: Connection, keyed: Select[Any], key: Any, limit: int, descending: bool
+) -> list[dict[str, Any]]:
+    """The first ``limit`` rows of ``keyed`` (offers with a key, ``ORDER BY key, id`` or
+    ``key DESC, id``) for a key that is the price per GPU-hour scaled per GPU model (USD
+    per PFLOPS-hour: it follows ``gpu_hour_usd_e10`` within one GPU).
+
+    Per live GPU with a TFLOPS figure: its first ``limit`` offers by price along
+    ``ix_offer_gpu_slug_status_gpu_hour``, then (if it has that many) those priced within
+    :data:`TIE_MARGIN` of the last one (rounding ties of the key); the ``limit`` first of
+    all those by (key, id), read whole by id in one last statement (the current read
+    only). Same rows, same order:
+    an offer past its GPU's candidates has ``limit`` offers of its GPU before it."""
+    price = OFFER.c.gpu_hour_usd_e10
+    step = price.desc() if descending else price
+    facts = catalog_facts(conn, datetime.now(UTC).date())
+    slugs = sorted(s for s, t in facts.tflops_bf16.items() if s in facts.live_gpus and t)
+    found: dict[int, Any] = {}
+    for slug in slugs:
+        mine = keyed.with_only_columns(OFFER.c.id, key, price).where(OFFER.c.gpu_slug == slug)
+        rows = conn.execute(mine.order_by(None).order_by(step).limit(limit)).all()
+        if len(rows) == limit:
+            bound = rows[-1][2]
+            near = (
+                price.between(bound - TIE_MARGIN, bound)
+                if descending
+                else price.between(bound, bound + TIE_MARGIN)
+            )
+            rows += conn.execute(mine.where(near).order_by(None)).all()
+        found.update((row[0], row[1]) for row in rows)
+    ordered = sorted(found.items())  # by id, then (a stable sort) by key
+    ordered.sort(key=lambda item: item[1], reverse=descending)
+    first = [offer_id for offer_id, _ in ordered[:limit]]
+    if not first:
+        return []
+    chosen = (  # the current read of base_query, by id: no filter to tempt another index
+        select(*OFFER_COLUMNS, key.label("sort_value"))
+        .select_from(OFFER)
+        .join(OBS, OBS.c.id == OFFER.c.observation_id)
+        .where(OFFER.c.id.in_(first))
+        .order_by(key.desc() if descending else key, OFFER.c.id)
+    )
+    return _dicts(conn.execute(chosen))
 
 
 def _by_value(
