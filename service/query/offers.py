@@ -261,7 +261,7 @@ def _per_gpu(
                 if descending
                 else price.between(bound, bound + TIE_MARGIN)
             )
-            rows += conn.execute(mine.where(near).order_by(None)).all()
+            rows += conn.execute(mine.where(near).order_by(None))
         found.update((row[0], row[1]) for row in rows)
     ordered = sorted(found.items())  # by id, then (a stable sort) by key
     ordered.sort(key=lambda item: item[1], reverse=descending)
