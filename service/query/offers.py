@@ -253,7 +253,7 @@ def _per_gpu(
     found: dict[int, Any] = {}
     for slug in slugs:
         mine = keyed.with_only_columns(OFFER.c.id, key, price).where(OFFER.c.gpu_slug == slug)
-        rows = conn.execute(mine.order_by(None).order_by(step).limit(limit)).all()
+        rows = list(conn.execute(mine.order_by(None).order_by(step).limit(limit)))
         if len(rows) == limit:
             bound = rows[-1][2]
             near = (
