@@ -9,19 +9,22 @@ keys are shared by many offers and the offer id decides; some offers have no USD
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, event, select
 
 from schema.catalog import GpuModel
 from service.api.main import create_app
 from service.catalog.ingest import CrawlResult, ingest
 from service.catalog.reference import load_reference
 from service.core.config import REFERENCE_DIR, Settings
+from service.query.filters import OfferFilters
+from service.query.offers import list_offers
 from service.query.sql import SORT_KEYS
 from tests.factories import record
 from tests.test_api_query import page_all
@@ -123,3 +126,37 @@ def test_every_sort_pages_as_it_sorts(client: TestClient, sort: str) -> None:
             assert [o["id"] for o in page_all(client, query, limit=limit)] == ids, (query, limit)
     ties = [_key(o, sort, tflops) for o in whole]
     assert len(set(ties)) < len(ties), "the catalog must hold ties for this sort"
+
+
+@pytest.mark.parametrize("sort", [s for s in SORTS if s.removeprefix("-") != "price"])
+def test_sorts_read_along_indexes_on_sqlite(client: TestClient, sort: str) -> None:
+    """SQLite plans without statistics alike at any size: no statement of a current page
+    (but ``sort=price``'s) scans the offer table or sorts more than a bounded range of it."""
+    engine: Engine = client.engine  # type: ignore[attr-defined]
+    if engine.dialect.name != "sqlite":
+        pytest.skip("PostgreSQL plans by its statistics, which depend on the table's size")
+    seen: list[tuple[str, Any]] = []
+
+    def record_statement(_c: Any, _cur: Any, statement: str, parameters: Any, *_: Any) -> None:
+        seen.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", record_statement)
+    try:
+        with engine.connect() as conn:
+            filters = OfferFilters(gpu="h100") if "pflop" in sort else OfferFilters()
+            rows = list_offers(
+                conn, filters, 5, sort=sort.removeprefix("-"), descending=sort.startswith("-")
+            )
+    finally:
+        event.remove(engine, "before_cursor_execute", record_statement)
+    assert len(rows) == 5
+    with engine.connect() as conn:
+        raw: Any = conn.connection.dbapi_connection
+        for statement, parameters in seen:
+            if not re.search(r"FROM offer\b", statement):
+                continue
+            plan = [r[3] for r in raw.execute(f"EXPLAIN QUERY PLAN {statement}", parameters)]
+            reads = [p for p in plan if p.startswith(("SCAN offer ", "SEARCH offer "))]
+            assert reads and not [p for p in reads if p.startswith("SCAN")], (statement, plan)
+            if "USE TEMP B-TREE FOR ORDER BY" in plan:  # only a bounded range may be sorted
+                assert any(mark in reads[0] for mark in ("<", ">", "rowid")), (statement, plan)
