@@ -1,7 +1,7 @@
 """Listing mix benchmark: random combinations of every listing filter and every sort.
 
 A catalog of ``GPUATLAS_BENCH_LISTING_OFFERS`` (default 200,000) synthetic offers, built
-as :mod:`tests.bench_api` builds its own (counts and countries independent of the GPU,
+as :mod:`tests.bench.api` builds its own (counts and countries independent of the GPU,
 EUR offers with USD prices) with one 5 %-changed re-ingest (so ``as_of`` has a past
 version), plus: a peer source (``skypilot:bench``) reporting 5 % of the offers again, some
 at other prices (the precedence dedupe and ``include_peers`` have work to do), provider
@@ -21,8 +21,8 @@ the five slowest combinations, each with the plan of its slowest statement (EXPL
 PLAN / EXPLAIN). Then the cached figure: ``GPUATLAS_BENCH_LISTING_CACHED`` (default 100)
 of the combinations asked twice over HTTP without ``no-cache``, the second timed.
 
-Run alone: ``python -m tests.bench_listing`` (``GPUATLAS_BENCH_API_BACKENDS`` picks sqlite
-and/or postgresql, as for :mod:`tests.bench_api`). Asserts nothing about time.
+Run alone: ``python -m tests.bench.listing`` (``GPUATLAS_BENCH_API_BACKENDS`` picks sqlite
+and/or postgresql, as for :mod:`tests.bench.api`). Asserts nothing about time.
 """
 
 from __future__ import annotations
@@ -47,7 +47,9 @@ from sqlalchemy.exc import OperationalError
 
 from schema.enums import OfferStatus
 from schema.types import utcnow
-from service.catalog.ingest import CrawlResult, ingest
+from service.alerts.listeners import install
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult
 from service.core.config import Settings
 from service.core.db import make_engine
 from service.core.migrate import upgrade
@@ -55,8 +57,8 @@ from service.query.filters import OfferFilters, resolve_compliance
 from service.query.offers import After, list_offers
 from service.query.sql import SORT_KEYS
 from service.query.versions import current_version
-from tests import bench_api
-from tests.bench_api import free_port, serve
+from tests.bench import api as bench_api
+from tests.bench.api import free_port, serve
 
 N = int(os.environ.get("GPUATLAS_BENCH_LISTING_OFFERS", "200000"))
 MIX = int(os.environ.get("GPUATLAS_BENCH_LISTING_MIX", "500"))
@@ -455,6 +457,7 @@ def run_backend(name: str, url: str, seed: int) -> None:
 
 
 def main() -> None:
+    install()  # its ingests write their alert events, as the CLI's do
     seed = int(SEED_TEXT) if SEED_TEXT else random.SystemRandom().randrange(10**6)
     print(
         f"  listing mix: {MIX} combinations, seed {seed} "
@@ -466,7 +469,7 @@ def main() -> None:
     pg = os.environ.get("GPUATLAS_TEST_POSTGRES_URL")
     if pg and "postgresql" in bench_api.BACKENDS:
         from service.core.db import normalize_url
-        from tests.pg import pg_database
+        from tests.support.pg import pg_database
 
         with pg_database(normalize_url(pg)) as url:
             build(url)

@@ -20,14 +20,15 @@ from sqlalchemy import Engine, event, select
 
 from schema.catalog import GpuModel
 from service.api.main import create_app
-from service.catalog.ingest import CrawlResult, ingest
-from service.catalog.reference import load_reference
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult
+from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
 from service.query.filters import OfferFilters
 from service.query.offers import list_offers
 from service.query.sql import SORT_KEYS
-from tests.factories import record
-from tests.test_api_query import page_all
+from tests.api.test_api_query import page_all
+from tests.support.factories import record
 
 SORTS = [*SORT_KEYS, *(f"-{k}" for k in SORT_KEYS)]
 GPUS = ["H100 SXM", "A100 80GB", "L4", "Mystery 9000"]  # the last resolves to no GPU
