@@ -268,14 +268,7 @@ def _per_gpu(
     first = [offer_id for offer_id, _ in ordered[:limit]]
     if not first:
         return []
-    chosen = (  # the current read of base_query, by id: no filter to tempt another index
-        select(*OFFER_COLUMNS, key.label("sort_value"))
-        .select_from(OFFER)
-        .join(OBS, OBS.c.id == OFFER.c.observation_id)
-        .where(OFFER.c.id.in_(first))
-        .order_by(key.desc() if descending else key, OFFER.c.id)
-    )
-    return _dicts(conn.execute(chosen))
+    return _dicts(conn.execute(_by_ids(keyed, key, first, descending)))
 
 
 def _by_value(
@@ -310,17 +303,32 @@ def _by_value(
 
 def _descending(conn: Connection, keyed: Select[Any], key: Any, limit: int) -> list[dict[str, Any]]:
     """The first ``limit`` rows of ``keyed`` (offers with a key, ``ORDER BY key DESC, id``)
-    read along an ascending (…, key, id) index: the ``limit``-th largest key K (the index
-    walked backwards), then the rows above K in order (fewer than ``limit``, sorted), then
-    those at K by id (the index range of K, forwards). Same rows, same order."""
-    bound = conn.execute(
-        keyed.with_only_columns(key).order_by(None).order_by(key.desc()).offset(limit - 1).limit(1)
-    ).first()
-    if bound is None:  # fewer than ``limit`` left: sort them
-        return _dicts(conn.execute(keyed.limit(limit)))
-    rows = _dicts(conn.execute(keyed.where(key > bound[0])))
-    at_bound = keyed.where(key == bound[0]).order_by(None).order_by(OFFER.c.id)
+    read along an ascending (…, key, id) index: the ``limit`` largest keys (the index walked
+    backwards, ties in any order); if there are fewer, those offers by id, sorted; else with
+    K the last of them, the rows above K in order (fewer than ``limit``, sorted), then those
+    at K by id (the index range of K, forwards). Same rows, same order."""
+    walk = keyed.with_only_columns(key, OFFER.c.id).order_by(None).order_by(key.desc())
+    largest = conn.execute(walk.limit(limit)).all()
+    if len(largest) < limit:  # every row left: read them by id (one walk, however sparse)
+        if not largest:
+            return []
+        return _dicts(conn.execute(_by_ids(keyed, key, [i for _, i in largest], True)))
+    bound = largest[-1][0]
+    rows = _dicts(conn.execute(keyed.where(key > bound)))
+    at_bound = keyed.where(key == bound).order_by(None).order_by(OFFER.c.id)
     return rows + _dicts(conn.execute(at_bound.limit(limit - len(rows))))
+
+
+def _by_ids(keyed: Select[Any], key: Any, ids: list[int], descending: bool) -> Select[Any]:
+    """The current read of ``keyed``'s columns for offers already chosen by ``keyed``, by
+    id, in the listing's order: no filter left to tempt the planner off the primary key."""
+    return (
+        select(*keyed.selected_columns)
+        .select_from(OFFER)
+        .join(OBS, OBS.c.id == OFFER.c.observation_id)
+        .where(OFFER.c.id.in_(ids))
+        .order_by(key.desc() if descending else key, OFFER.c.id)
+    )
 
 
 PAGE_OFFER = OFFER.alias("page_offer")
