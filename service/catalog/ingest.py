@@ -66,7 +66,6 @@ def ingest(
         crawl_run_id = start_crawl_run(
             engine, crawl.source, trigger=crawl.trigger, parser_version=crawl.parser_version
         )
-    now = now or utcnow()
     # The crawl is validated on another thread while this one takes the lock, reads the
     # source's current offers and stores the raw payloads: the read is one long database
     # step and the payloads' compression a long zlib call, both without the GIL (see
@@ -76,6 +75,9 @@ def ingest(
         validating = pool.submit(validate, crawl)
         with writer(engine).begin() as conn:
             lock_writer(conn)
+            # taken under the lock: runs of a source finish in the order they wrote, which
+            # is the order an unchanged crawl reads them in (service.catalog.unchanged)
+            now = now or utcnow()
             current = load_current(conn, crawl.source)
             store_payloads(conn, crawl_run_id, crawl.payloads)
             validated = validating.result()

@@ -29,7 +29,7 @@ from schema.enums import CrawlStatus, OfferStatus
 from schema.prices import Offer
 from schema.types import utcnow
 from service.catalog.locations import refresh
-from service.catalog.results import IngestResult, Payload, clip
+from service.catalog.results import IngestResult, Payload, Rejection, clip
 from service.catalog.runs import lock_writer, store_payloads, store_unmapped
 from service.core.db import writer
 
@@ -109,8 +109,10 @@ def confirm_unchanged(
                 RUN.c.source == source,
                 RUN.c.id != run_id,
                 RUN.c.status != CrawlStatus.running.value,
+                RUN.c.finished_at.is_not(None),
             )
-            .order_by(RUN.c.id.desc())
+            # the order the runs wrote in: ingests take finished_at under the lock
+            .order_by(RUN.c.finished_at.desc(), RUN.c.id.desc())
             .limit(1)
         ).first()
         if (
@@ -131,7 +133,7 @@ def confirm_unchanged(
         digest = reference_digest(conn)
         if digest != last.reference_digest:
             return None
-        now = now or utcnow()
+        now = utcnow() if now is None else now
         return _record(conn, source, run_id, payloads, source_urls, last, digest, log, now)
 
 
@@ -162,12 +164,19 @@ def _record(
     )
     store_unmapped(conn, run_id, source, names)
     _refresh_locations(conn, source)
+    rejections = [
+        Rejection(position, reason, record)
+        for position, reason, record in conn.execute(
+            select(*columns).where(REJECTED.c.crawl_run_id == run_id).order_by(REJECTED.c.id)
+        )
+    ]
     result = IngestResult(
         crawl_run_id=run_id,
         status=CrawlStatus.ok,
         seen=last.seen,
         rejected=last.rejected,
         unmapped=last.unmapped,
+        rejections=rejections,
     )
     note = (
         f"unchanged: every payload as in crawl run {last.id}, same parser version and "
