@@ -37,6 +37,16 @@ class CrawlRun(SQLModel, table=True):
     owner: str | None = Field(
         default=None, max_length=200, description="host:pid:start of the process crawling"
     )
+    reference_digest: str | None = Field(
+        default=None,
+        max_length=64,
+        description="digest of the reference data the ingest resolved with",
+    )
+    unmapped_counts: list[Any] | None = Field(
+        default=None,
+        sa_type=JSON,
+        description="[kind, name, records] of each unmapped name the ingest counted",
+    )
 
 
 class RawPayload(SQLModel, table=True):

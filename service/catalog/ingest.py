@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Connection, Engine, func, select, text, update
+from sqlalchemy import Connection, Engine, func, select, update
 
 from schema.crawl import CrawlRun
 from schema.enums import CrawlStatus
@@ -32,7 +33,15 @@ from service.catalog.fx import FxTable, Rate, check_against_stored, store_rates
 from service.catalog.locations import refresh_after_ingest
 from service.catalog.resolver import Reference, Resolver
 from service.catalog.results import CrawlResult, IngestResult, Payload, clip
-from service.catalog.runs import start_crawl_run, store_payloads, store_rejections, store_unmapped
+from service.catalog.runs import INGEST_LOCK_KEY as INGEST_LOCK_KEY
+from service.catalog.runs import (
+    lock_writer,
+    start_crawl_run,
+    store_payloads,
+    store_rejections,
+    store_unmapped,
+)
+from service.catalog.unchanged import reference_digest, unmapped_list
 from service.catalog.validation import Validated, validate
 from service.catalog.writer import Writer, ensure_instance_types, ensure_providers
 from service.core.config import Settings
@@ -41,8 +50,6 @@ from service.core.gcpause import no_gc_pauses
 
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]
 VERSION = CatalogVersion.__table__  # type: ignore[attr-defined]
-
-INGEST_LOCK_KEY = 0x67707561  # "gpua": one catalog, one writer at a time (PostgreSQL)
 
 
 def ingest(
@@ -59,7 +66,6 @@ def ingest(
         crawl_run_id = start_crawl_run(
             engine, crawl.source, trigger=crawl.trigger, parser_version=crawl.parser_version
         )
-    now = now or utcnow()
     # The crawl is validated on another thread while this one takes the lock, reads the
     # source's current offers and stores the raw payloads: the read is one long database
     # step and the payloads' compression a long zlib call, both without the GIL (see
@@ -68,7 +74,10 @@ def ingest(
     with no_gc_pauses(), ThreadPoolExecutor(1, "gpuatlas-validate") as pool:
         validating = pool.submit(validate, crawl)
         with writer(engine).begin() as conn:
-            _lock(conn)
+            lock_writer(conn)
+            # taken under the lock: runs of a source finish in the order they wrote, which
+            # is the order an unchanged crawl reads them in (service.catalog.unchanged)
+            now = now or utcnow()
             current = load_current(conn, crawl.source)
             store_payloads(conn, crawl_run_id, crawl.payloads)
             validated = validating.result()
@@ -95,6 +104,7 @@ def _apply(
     )
     store_rejections(conn, run_id, validated.rejections)
     resolver = Resolver(Reference.load(conn))
+    digest = reference_digest(conn)  # what an unchanged re-crawl compares (unchanged.py)
     diff = diff_offers(
         records,
         validated.keys,
@@ -129,11 +139,20 @@ def _apply(
     result.changed, result.withdrawn = len(diff.changed), len(diff.withdrawn)
     result.updated = len(diff.touched)
     store_unmapped(conn, run_id, crawl.source, resolver.unmapped)
-    _finish(conn, crawl, result, now)
+    _finish(
+        conn,
+        crawl,
+        result,
+        now,
+        reference_digest=digest,
+        unmapped_counts=unmapped_list(resolver.unmapped),
+    )
     return result
 
 
-def _finish(conn: Connection, crawl: CrawlResult, result: IngestResult, now: datetime) -> None:
+def _finish(
+    conn: Connection, crawl: CrawlResult, result: IngestResult, now: datetime, **extra: Any
+) -> None:
     conn.execute(
         update(RUN)
         .where(RUN.c.id == result.crawl_run_id)
@@ -145,14 +164,9 @@ def _finish(conn: Connection, crawl: CrawlResult, result: IngestResult, now: dat
             source_urls=list(crawl.source_urls),
             log=clip(crawl.log, 100000),
             **result.counts,
+            **extra,
         )
     )
-
-
-def _lock(conn: Connection) -> None:
-    """Serialize catalog writers. SQLite: the transaction is already BEGIN IMMEDIATE."""
-    if conn.dialect.name == "postgresql":
-        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": INGEST_LOCK_KEY})
 
 
 def ingest_rates(

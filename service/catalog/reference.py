@@ -27,7 +27,7 @@ from pydantic import (
     ValidationError,
     field_validator,
 )
-from sqlalchemy import Connection, Table, delete, select, text, update
+from sqlalchemy import Connection, Table, delete, select, update
 from sqlalchemy import insert as sa_insert
 
 from schema.catalog import GpuAlias, GpuModel, Provider, Region
@@ -36,6 +36,7 @@ from schema.gpu_names import GpuFacts, GpuNameIndex, parse_gpu_name
 from schema.names import gpu_alias_key
 from schema.records import SLUG_RE, describe_validation_error
 from service.catalog.reresolve import reresolve_offers
+from service.catalog.runs import lock_writer
 from service.core.reference_error import ReferenceError
 
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available
@@ -348,10 +349,7 @@ def lock_catalog(conn: Connection) -> None:
     """One catalog writer at a time (PostgreSQL; SQLite's write transaction already is):
     a load rewrites offers' GPU models and locations, which ingests write too. Taken first,
     before this transaction locks any row an ingest could wait for."""
-    if conn.dialect.name == "postgresql":
-        from service.catalog.ingest import INGEST_LOCK_KEY  # imports this module's neighbours
-
-        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": INGEST_LOCK_KEY})
+    lock_writer(conn)
 
 
 def _gpu_row(g: GpuRow) -> dict[str, Any]:

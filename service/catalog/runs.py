@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from sqlalchemy import Connection, Engine, insert, select, update
+from sqlalchemy import Connection, Engine, insert, select, text, update
 
 from schema.crawl import CrawlRun, CrawlRunPayload, RawPayload, RejectedRecord, UnmappedName
 from schema.enums import CrawlStatus
@@ -23,6 +23,14 @@ REJECTED = RejectedRecord.__table__  # type: ignore[attr-defined]
 UNMAPPED = UnmappedName.__table__  # type: ignore[attr-defined]
 
 MAX_STORED_REJECTIONS = 1000
+
+INGEST_LOCK_KEY = 0x67707561  # "gpua": one catalog, one writer at a time (PostgreSQL)
+
+
+def lock_writer(conn: Connection) -> None:
+    """Serialize catalog writers. SQLite: the transaction is already BEGIN IMMEDIATE."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": INGEST_LOCK_KEY})
 
 
 def start_crawl_run(

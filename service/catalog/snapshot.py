@@ -9,8 +9,11 @@ from typing import Any
 import orjson
 from sqlalchemy import Engine
 
+from schema.enums import CrawlStatus
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult, IngestResult, Payload, Rejection
+from service.catalog.runs import finish_crawl_run, start_crawl_run
+from service.catalog.unchanged import confirm_unchanged
 from service.core.config import Settings
 from service.core.gcpause import no_gc_pauses
 
@@ -51,12 +54,25 @@ def ingest_jsonl(
     complete: bool = True,
     trigger: str = "cli:ingest",
 ) -> IngestResult:
-    """Ingest a JSON Lines file as one crawl of ``source`` (default: the file's stem)."""
+    """Ingest a JSON Lines file as one crawl of ``source`` (default: the file's stem).
+
+    The file is the crawl's one payload: when it is byte-identical to the last good
+    crawl's of ``source`` (same path too) and the reference data is the same, the run is
+    confirmed without reading the records (see :mod:`~service.catalog.unchanged`)."""
     source = source or path.stem
-    with no_gc_pauses():  # a large file's objects live until the ingest ends
-        records, rejections = read_jsonl(path, source)
     url = path.resolve().as_uri()
-    payload = Payload(url, path.read_bytes(), datetime.now(UTC), "application/jsonl")
+    payload = Payload(url, None, datetime.now(UTC), "application/jsonl", path=path)
+    run_id = start_crawl_run(engine, source, trigger=trigger)
+    if complete:
+        confirmed = confirm_unchanged(engine, source, run_id, [payload], [url], None)
+        if confirmed is not None:
+            return confirmed
+    try:
+        with no_gc_pauses():  # a large file's objects live until the ingest ends
+            records, rejections = read_jsonl(path, source)
+    except OSError as exc:
+        finish_crawl_run(engine, run_id, CrawlStatus.failed, "unreadable file", error=str(exc))
+        raise
     return ingest(
         engine,
         settings,
@@ -69,4 +85,5 @@ def ingest_jsonl(
             complete=complete,
             trigger=trigger,
         ),
+        crawl_run_id=run_id,
     )

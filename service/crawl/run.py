@@ -27,6 +27,7 @@ from service.catalog.fx import ImplausibleRates, Rate
 from service.catalog.ingest import ingest, ingest_rates
 from service.catalog.results import CrawlResult, IngestResult, Payload, Rejection
 from service.catalog.runs import finish_crawl_run, start_crawl_run
+from service.catalog.unchanged import confirm_unchanged
 from service.core.config import Settings
 from service.core.gcpause import no_gc_pauses
 
@@ -245,6 +246,20 @@ def _ingest_output(
     run_id: int | None,
     trigger: str,
 ) -> None:
+    if not dry_run and engine is not None and run_id is not None and output.complete:
+        confirmed = confirm_unchanged(
+            engine,
+            source_cls.name,  # type: ignore[attr-defined]
+            run_id,
+            _payloads(output),
+            output.source_urls,
+            getattr(source_cls, "parser_version", None),
+            log=_log_text(output),
+        )
+        if confirmed is not None:  # the last good crawl's payloads, byte for byte
+            report.status = confirmed.status
+            report.counts = confirmed.counts
+            return
     pipeline, records, rejected = parse_records(source_cls, output)
     report.records = records
     report.rejections = [Rejection(r.position, r.reason, r.record) for r in rejected]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine, inspect, text
 
 import schema
 from service.core.db import make_engine
@@ -68,3 +68,47 @@ def test_only_closed_observations_are_indexed_by_version_to(engine: Engine) -> N
         )
     assert ddl is not None and ddl.endswith(predicate)
     assert "ix_price_observation_version_to" in plan  # a range of versions implies NOT NULL
+
+
+def _crawl_run_columns(engine: Engine) -> set[str]:
+    return {c["name"] for c in inspect(engine).get_columns("crawl_run")}
+
+
+def _unchanged_columns_roundtrip(url: str) -> None:
+    """0013 adds crawl_run.reference_digest and unmapped_counts, and takes them away again,
+    keeping the runs."""
+    upgrade(url)
+    engine = make_engine(url)
+    try:
+        assert {"reference_digest", "unmapped_counts"} <= _crawl_run_columns(engine)
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO crawl_run (source, trigger, started_at, status, source_urls, "
+                    "seen, added, changed, withdrawn, updated, rejected, unmapped, "
+                    "reference_digest, unmapped_counts) VALUES ('m', 'cli', "
+                    "'2026-12-02 00:00:00', 'ok', '[]', 1, 1, 0, 0, 0, 0, 0, 'abc', '[]')"
+                )
+            )
+        downgrade(url, "0011")
+        engine.dispose()
+        assert not {"reference_digest", "unmapped_counts"} & _crawl_run_columns(engine)
+        upgrade(url)
+        engine.dispose()
+        with engine.connect() as conn:
+            row = conn.execute(
+                text("SELECT source, reference_digest FROM crawl_run WHERE source = 'm'")
+            ).one()
+        assert tuple(row) == ("m", None)
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_unchanged_crawl_columns_up_down_up(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _unchanged_columns_roundtrip(f"sqlite:///{tmp_path / 'm.db'}")
+
+
+@pytest.mark.postgres
+def test_postgres_unchanged_crawl_columns_up_down_up() -> None:
+    with scratch_pg_database() as url:
+        _unchanged_columns_roundtrip(url)

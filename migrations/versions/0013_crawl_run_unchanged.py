@@ -1,0 +1,35 @@
+"""crawl_run.reference_digest and crawl_run.unmapped_counts: what an unchanged crawl needs
+
+A crawl whose raw payloads are byte-identical to the last good crawl of its source, with
+the same parser version and the same resolution-relevant reference data, is recorded
+without parsing, validating or diffing (docs/ingest.md, "An unchanged crawl").
+``reference_digest`` is the digest of the reference data an ingest resolved with;
+``unmapped_counts`` the unmapped names it counted, so a confirmed run counts them again
+exactly as a full ingest would.
+
+Revision ID: 0013
+Revises: 0011
+Create Date: 2026-12-02 02:40:00
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = '0013'
+down_revision: str | Sequence[str] | None = '0011'
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table('crawl_run', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('reference_digest', sa.String(length=64), nullable=True))
+        batch_op.add_column(sa.Column('unmapped_counts', sa.JSON(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table('crawl_run', schema=None) as batch_op:
+        batch_op.drop_column('unmapped_counts')
+        batch_op.drop_column('reference_digest')

@@ -1,0 +1,102 @@
+"""``gpuatlas ingest SRC --file F``: the file is the crawl's payload, and a byte-identical
+file at the same path is confirmed without reading a record (docs/ingest.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+from sqlalchemy import Engine, select
+
+import service.catalog.snapshot as snapshot
+from schema.crawl import CrawlRun
+from service.catalog.snapshot import ingest_jsonl
+from service.compliance.reference_load import load_reference
+from service.core.config import REFERENCE_DIR, Settings
+from tests.support.factories import catalog_state, record
+
+RUN = CrawlRun.__table__  # type: ignore[attr-defined]
+
+
+def _write(path: Path, amount_of_first: str = "20.00") -> Path:
+    lines = [orjson.dumps(record(i, source="mytool", provider="lambda")) for i in range(6)]
+    lines[0] = orjson.dumps(record(0, source="mytool", provider="lambda", amount=amount_of_first))
+    lines.insert(2, b"{not json")
+    lines.append(orjson.dumps(record(9, source="mytool", provider="lambda", amount="-1")))
+    lines.append(
+        orjson.dumps(record(10, source="mytool", provider="lambda", gpu_name_raw="Zq Mystery 9000"))
+    )
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def _log(engine: Engine, run_id: int) -> str:
+    with engine.connect() as conn:
+        return conn.execute(select(RUN.c.log).where(RUN.c.id == run_id)).scalar() or ""
+
+
+def _names(engine: Engine, run_id: int) -> list[list[object]]:
+    with engine.connect() as conn:
+        return list(
+            conn.execute(select(RUN.c.unmapped_counts).where(RUN.c.id == run_id)).scalar() or []
+        )
+
+
+def test_an_identical_file_is_confirmed_without_reading_it(
+    engine: Engine, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    load_reference(engine, REFERENCE_DIR)
+    path = _write(tmp_path / "feed.jsonl")
+    first = ingest_jsonl(engine, settings, path, "mytool")
+    assert first.status.value == "ok" and first.added == 7 and first.rejected == 2
+    assert first.unmapped == 1
+    state = catalog_state(engine)
+    reads: list[Path] = []
+    real = snapshot.read_jsonl
+
+    def counted(file: Path, source: str) -> object:
+        reads.append(file)
+        return real(file, source)
+
+    monkeypatch.setattr(snapshot, "read_jsonl", counted)
+    again = ingest_jsonl(engine, settings, path, "mytool")
+    assert again.status.value == "ok" and reads == []
+    assert _log(engine, again.crawl_run_id).startswith("unchanged:")
+    assert again.counts == {**first.counts, "added": 0}
+    assert [(r.position, r.reason) for r in again.rejections] == [
+        (r.position, r.reason) for r in first.rejections
+    ]
+    assert catalog_state(engine) == state
+
+    # without --complete: the full path
+    partial = ingest_jsonl(engine, settings, path, "mytool", complete=False)
+    assert len(reads) == 1 and not _log(engine, partial.crawl_run_id).startswith("unchanged:")
+    # one byte changed: the full path, and the change is written
+    _write(path, amount_of_first="20.01")
+    changed = ingest_jsonl(engine, settings, path, "mytool")
+    assert len(reads) == 2 and changed.changed == 1
+    # the same bytes at another path: the full path too (the URL is part of the payload)
+    other = tmp_path / "copy.jsonl"
+    other.write_bytes(path.read_bytes())
+    moved = ingest_jsonl(engine, settings, other, "mytool")
+    assert len(reads) == 3 and moved.status.value == "ok" and moved.changed == 0
+
+
+def test_a_provider_the_first_ingest_registered_is_a_reference_change(
+    engine: Engine, settings: Settings, tmp_path: Path
+) -> None:
+    """A new provider is registered by the ingest that first names it, after resolving:
+    the next ingest of the same file resolves it as known (no longer unmapped), so it takes
+    the full path; the one after that is confirmed."""
+    path = tmp_path / "feed.jsonl"
+    path.write_bytes(b"\n".join(orjson.dumps(record(i, source="mytool")) for i in range(3)))
+    first = ingest_jsonl(engine, settings, path, "mytool")
+    assert ["provider", "acme", 1] in _names(engine, first.crawl_run_id)  # not known yet
+    second = ingest_jsonl(engine, settings, path, "mytool")
+    assert not _log(engine, second.crawl_run_id).startswith("unchanged:")
+    # what the shortcut would have got wrong: acme is known now
+    assert ["provider", "acme", 1] not in _names(engine, second.crawl_run_id)
+    third = ingest_jsonl(engine, settings, path, "mytool")
+    assert _log(engine, third.crawl_run_id).startswith("unchanged:")
+    assert third.counts == {**second.counts, "added": 0}
