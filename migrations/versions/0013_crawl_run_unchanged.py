@@ -8,7 +8,7 @@ without parsing, validating or diffing (docs/ingest.md, "An unchanged crawl").
 exactly as a full ingest would.
 
 Revision ID: 0013
-Revises: 0011
+Revises: 0012
 Create Date: 2026-12-02 02:40:00
 """
 
@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = '0013'
-down_revision: str | Sequence[str] | None = '0011'
+down_revision: str | Sequence[str] | None = '0012'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -90,7 +90,7 @@ def _unchanged_columns_roundtrip(url: str) -> None:
                     "'2026-12-02 00:00:00', 'ok', '[]', 1, 1, 0, 0, 0, 0, 0, 'abc', '[]')"
                 )
             )
-        downgrade(url, "0011")
+        downgrade(url, "0012")
         engine.dispose()
         assert not {"reference_digest", "unmapped_counts"} & _crawl_run_columns(engine)
         upgrade(url)
