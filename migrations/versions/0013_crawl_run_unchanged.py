@@ -24,12 +24,18 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('crawl_run', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('reference_digest', sa.String(length=64), nullable=True))
-        batch_op.add_column(sa.Column('unmapped_counts', sa.JSON(), nullable=True))
+    # plain ADD COLUMN on both databases: a batch on SQLite would recreate crawl_run, which
+    # payload links, rejections and unmapped names reference
+    op.add_column('crawl_run', sa.Column('reference_digest', sa.String(length=64), nullable=True))
+    op.add_column('crawl_run', sa.Column('unmapped_counts', sa.JSON(), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('crawl_run', schema=None) as batch_op:
-        batch_op.drop_column('unmapped_counts')
-        batch_op.drop_column('reference_digest')
+    if op.get_bind().dialect.name == 'sqlite':
+        # a plain DROP COLUMN: batch mode would recreate crawl_run, which other tables
+        # reference (its DROP TABLE fails with rows in them)
+        op.execute('ALTER TABLE crawl_run DROP COLUMN unmapped_counts')
+        op.execute('ALTER TABLE crawl_run DROP COLUMN reference_digest')
+        return
+    op.drop_column('crawl_run', 'unmapped_counts')
+    op.drop_column('crawl_run', 'reference_digest')

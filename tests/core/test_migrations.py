@@ -90,6 +90,13 @@ def _unchanged_columns_roundtrip(url: str) -> None:
                     "'2026-12-02 00:00:00', 'ok', '[]', 1, 1, 0, 0, 0, 0, 0, 'abc', '[]')"
                 )
             )
+            # a row that references the run: a table rebuild of crawl_run would fail on it
+            conn.execute(
+                text(
+                    "INSERT INTO rejected_record (crawl_run_id, position, reason) "
+                    "SELECT id, 0, 'r' FROM crawl_run WHERE source = 'm'"
+                )
+            )
         downgrade(url, "0012")
         engine.dispose()
         assert not {"reference_digest", "unmapped_counts"} & _crawl_run_columns(engine)
