@@ -9,6 +9,7 @@ from schema.compliance import (
     ExportRuleSet,
     GpuClassification,
 )
+from schema.costs import ProviderCost
 from schema.crawl import (
     CrawlRun,
     CrawlRunPayload,
@@ -40,6 +41,7 @@ __all__ = [
     "OfferRecord",
     "PriceObservation",
     "Provider",
+    "ProviderCost",
     "RawPayload",
     "Region",
     "RejectedRecord",

@@ -244,11 +244,41 @@ class EligibleProviders(BaseModel):
     excluded: list[Exclusion] | None = None
 
 
+class CostTierPublic(BaseModel):
+    from_gb: Decimal = Field(description="the tier bills each GB from here to the next tier")
+    price: Decimal = Field(description="per GB sent in a month, or per GB stored a month")
+
+
+class CostRatePublic(BaseModel):
+    provider: str
+    kind: str = Field(description="internet_egress | inter_region | block_storage | object_storage")
+    region: str | None = Field(description="the region it holds in; null: every region")
+    currency: str
+    tiers: list[CostTierPublic]
+    source_url: str
+    checked: date
+    notes: str | None = None
+    usd_per_unit: Decimal | None = Field(
+        default=None, description="USD per unit of currency used (the ECB rate of fx_date)"
+    )
+    fx_date: date | None = None
+
+
 class TcoOption(BaseModel):
     price_kind: str
     offer_id: int
+    region: str
     price_per_gpu_hour_usd: Decimal
-    total_usd: Decimal
+    instance_usd: Decimal = Field(description="the instance over the whole period")
+    egress_usd: Decimal | None = Field(description="internet egress; null: price unknown")
+    inter_region_usd: Decimal | None = Field(
+        description="transfer to other regions; null: price unknown"
+    )
+    storage_usd: Decimal | None = Field(description="storage; null: price unknown")
+    total_usd: Decimal = Field(description="the instance and every known hidden cost")
+    unknown_costs: list[str] = Field(
+        default_factory=list, description="hidden costs left out of total_usd, and why"
+    )
     break_even_month: int | None = Field(
         default=None,
         description="reserved terms: first month whose cumulative on-demand cost reaches it",
@@ -258,6 +288,9 @@ class TcoOption(BaseModel):
 class TcoProvider(BaseModel):
     provider: str
     options: list[TcoOption]
+    hidden_cost_rates: list[CostRatePublic] = Field(
+        default_factory=list, description="the transfer and storage rates the options used"
+    )
 
 
 class TcoResult(BaseModel):
@@ -265,6 +298,10 @@ class TcoResult(BaseModel):
     gpu_count: Decimal
     hours_per_month: Decimal
     months: int
+    egress_tb_per_month: Decimal
+    inter_region_tb_per_month: Decimal
+    storage_tb: Decimal
+    storage_class: str
     data: list[TcoProvider]
 
 

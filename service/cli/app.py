@@ -26,6 +26,7 @@ from service.cli import (
     quality,
     reference,
     serve,
+    tco,
 )
 from service.cli.common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, err, set_debug
 
@@ -62,6 +63,7 @@ app.command("scheduler")(serve.scheduler)
 app.command("export-control")(compliance.export_control_cmd)
 app.command("offers")(offers.offers)
 app.command("eligible")(offers.eligible)
+app.command("tco")(tco.tco)
 app.command("history")(history.history)
 app.command("diff")(history.diff)
 app.command("export")(export.export_cmd)

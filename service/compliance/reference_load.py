@@ -2,7 +2,8 @@
 transaction.
 
 The catalog's part (providers, regions, GPU models and aliases:
-:mod:`service.catalog.reference`) is written first, then the compliance part on top of it
+:mod:`service.catalog.reference`; transfer and storage costs: :mod:`service.catalog.costs`)
+is written first, then the compliance part on top of it
 (:mod:`service.compliance.load`), then every provider's locations are refreshed. A bad
 file or row of either part (:class:`ReferenceError`) writes nothing; a second load of the
 same files changes nothing.
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
+from service.catalog.costs import check_costs, write_costs
 from service.catalog.locations import refresh as refresh_locations
 from service.catalog.reference import LoadReport, check_reference, lock_catalog, write_reference
 from service.compliance.load import load_compliance
@@ -22,10 +24,12 @@ from service.core.db import writer
 
 def load_reference(engine: Engine, directory: Path) -> LoadReport:
     checked = check_reference(directory)
+    costs = check_costs(directory, checked)
     report = checked.report()
     with writer(engine).begin() as conn:
         lock_catalog(conn)
         report.changed.update(write_reference(conn, checked))
+        report.changed["costs"] = write_costs(conn, costs)
         report.changed.update(load_compliance(conn, directory))
         # a reference change takes effect without a crawl: every provider's locations
         report.changed["offer_locations"] = refresh_locations(conn).written

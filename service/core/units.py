@@ -26,6 +26,14 @@ def q(value: Decimal) -> Decimal:
     return value.quantize(PLACES, rounding=ROUND_HALF_EVEN).normalize()
 
 
+def money(value: Decimal) -> Decimal:
+    """:func:`q`, written without an exponent (``525600``, never ``5.256E+5``): a total as
+    JSON shows it to people and programs."""
+    value = q(value)
+    exponent = value.as_tuple().exponent
+    return value.quantize(Decimal(1)) if isinstance(exponent, int) and exponent > 0 else value
+
+
 def instance_hourly(
     amount: Decimal, unit: Unit, price_per: PricePer, gpu_count: Decimal
 ) -> Decimal:

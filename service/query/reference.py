@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import Connection, func, select
 
 from schema.enums import OfferStatus
+from service.query.costs import CostBook
 from service.query.sql import CERT, CLASSIFICATION, GPU, OFFER, PROVIDER, REGION, NotFound
 
 
@@ -87,6 +88,8 @@ def get_provider(conn: Connection, slug: str, on: date) -> dict[str, Any]:
             and (cert["valid_from"] is None or cert["valid_from"] <= on)
             and (cert["valid_to"] is None or cert["valid_to"] >= on)
         )
+    # transfer and storage prices (schema.costs): what the TCO adds to the instance
+    provider["hidden_costs"] = [rate.document() for rate in CostBook.load(conn, slug).of(slug)]
     return provider
 
 

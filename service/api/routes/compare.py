@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from decimal import Decimal
 from typing import Annotated
 
@@ -12,27 +11,30 @@ from schema.api import (
     EligibleProvider,
     EligibleProviders,
     Exclusion,
-    TcoOption,
     TcoProvider,
     TcoResult,
 )
 from service.api.deps import ConnDep, cache, reject_unknown_params
 from service.api.params import FILTER_PARAMS, ListingDep
 from service.api.serialize import offer_public
-from service.core.units import HOURS_PER_MONTH, q
-from service.query.eligibility import cheapest_by_kind, eligible_providers, explain_exclusions
+from service.core.units import HOURS_PER_MONTH
+from service.query.eligibility import eligible_providers, explain_exclusions
 from service.query.facts import catalog_facts
+from service.query.tco import StorageClass, Workload
+from service.query.tco import tco as total_cost
 
 router = APIRouter(prefix="/v1", tags=["compare"])
 
-HOURLY_KINDS = {"on_demand", "spot", "low_priority", "interruptible"}
-TERM_MONTHS = {
-    "monthly": 1,
-    "reserved_1m": 1,
-    "reserved_6m": 6,
-    "reserved_1y": 12,
-    "reserved_3y": 36,
-}
+MAX_TB = 1_000_000
+TCO_PARAMS = (
+    "gpu_count",
+    "hours_per_month",
+    "months",
+    "egress_tb_per_month",
+    "inter_region_tb_per_month",
+    "storage_tb",
+    "storage_class",
+)
 
 
 @router.get(
@@ -77,32 +79,20 @@ def eligible(
     )
 
 
-def term_cost(per_gpu_hour: Decimal, gpus: Decimal, term: int, months: int) -> Decimal:
-    """A commitment bills every hour of each whole term, paid when the term starts."""
-    terms = math.ceil(months / term)
-    return per_gpu_hour * gpus * HOURS_PER_MONTH * term * terms
-
-
-def break_even(
-    on_demand: Decimal, reserved: Decimal, gpus: Decimal, hours: Decimal, term: int, months: int
-) -> int | None:
-    for month in range(1, months + 1):
-        if on_demand * gpus * hours * month >= term_cost(reserved, gpus, term, month):
-            return month
-    return None
-
-
 @router.get(
     "/tco",
     response_model=TcoResult,
-    dependencies=[
-        Depends(reject_unknown_params(FILTER_PARAMS | {"gpu_count", "hours_per_month", "months"}))
-    ],
+    dependencies=[Depends(reject_unknown_params(FILTER_PARAMS | set(TCO_PARAMS)))],
     description="Per provider, the cost of `gpu_count` GPUs used `hours_per_month` for "
-    "`months`, for each price kind offered (cheapest matching offer per GPU-hour). Hourly "
-    "kinds bill used hours; monthly and reserved kinds bill every hour of each whole term "
-    "(730 h a month), paid at the term's start. `break_even_month`: the first month whose "
-    "cumulative on-demand cost reaches the reserved term's.",
+    "`months`, for each price kind offered (cheapest matching offer per GPU-hour), with "
+    "the hidden costs beside the instance: `egress_tb_per_month` sent to the internet, "
+    "`inter_region_tb_per_month` sent to the provider's other regions, and `storage_tb` "
+    "of `storage_class` storage (1 TB = 1,024 GB), each at the offer's region's published "
+    "rates. Hourly kinds bill used hours; monthly and reserved kinds bill every hour of "
+    "each whole term (730 h a month), paid at the term's start. A hidden cost whose price "
+    "is unknown is left out of `total_usd` and named in `unknown_costs`. "
+    "`break_even_month`: the first month whose cumulative on-demand cost reaches the "
+    "reserved term's, hidden costs included.",
 )
 def tco(
     response: Response,
@@ -111,47 +101,37 @@ def tco(
     gpu_count: Annotated[Decimal, Query(gt=0, le=100_000)] = Decimal(8),
     hours_per_month: Annotated[Decimal, Query(gt=0, le=HOURS_PER_MONTH)] = HOURS_PER_MONTH,
     months: Annotated[int, Query(ge=1, le=120)] = 12,
+    egress_tb_per_month: Annotated[Decimal, Query(ge=0, le=MAX_TB)] = Decimal(0),
+    inter_region_tb_per_month: Annotated[Decimal, Query(ge=0, le=MAX_TB)] = Decimal(0),
+    storage_tb: Annotated[Decimal, Query(ge=0, le=MAX_TB)] = Decimal(0),
+    storage_class: Annotated[StorageClass, Query()] = "block",
 ) -> TcoResult:
     cache(response, pinned=listing.as_of)
-    rows = cheapest_by_kind(
-        conn, listing.filters, version=listing.pinned_version, compliance=listing.compliance
+    work = Workload(
+        gpu_count,
+        hours_per_month,
+        months,
+        egress_tb_per_month,
+        inter_region_tb_per_month,
+        storage_tb,
+        storage_class,
     )
-    by_provider: dict[str, dict[str, dict]] = {}  # type: ignore[type-arg]
-    for row in rows:
-        by_provider.setdefault(row["provider"], {})[row["price_kind"]] = row
-    data = []
-    for provider, kinds in sorted(by_provider.items()):
-        od = kinds.get("on_demand")
-        options = []
-        for kind, row in sorted(kinds.items()):
-            price = row["gpu_hour_usd"]
-            even = None
-            if kind in HOURLY_KINDS:
-                total = price * gpu_count * hours_per_month * months
-            elif kind in TERM_MONTHS:
-                term = TERM_MONTHS[kind]
-                total = term_cost(price, gpu_count, term, months)
-                if od is not None:
-                    even = break_even(
-                        od["gpu_hour_usd"], price, gpu_count, hours_per_month, term, months
-                    )
-            else:
-                continue
-            options.append(
-                TcoOption(
-                    price_kind=kind,
-                    offer_id=row["id"],
-                    price_per_gpu_hour_usd=price,
-                    total_usd=q(total),
-                    break_even_month=even,
-                )
-            )
-        options.sort(key=lambda o: o.total_usd)
-        data.append(TcoProvider(provider=provider, options=options))
+    data = total_cost(
+        conn,
+        listing.filters,
+        work,
+        on=listing.today,
+        version=listing.pinned_version,
+        compliance=listing.compliance,
+    )
     return TcoResult(
         catalog_version=listing.version,
         gpu_count=gpu_count,
         hours_per_month=hours_per_month,
         months=months,
-        data=data,
+        egress_tb_per_month=egress_tb_per_month,
+        inter_region_tb_per_month=inter_region_tb_per_month,
+        storage_tb=storage_tb,
+        storage_class=storage_class,
+        data=[TcoProvider.model_validate(p) for p in data],
     )
