@@ -149,7 +149,8 @@ class GpuhuntCatalog(ApiSource):
     """Locations are zones (``us-central1-a``): the region is the zone without its letter."""
     country_rule: ClassVar[str | None] = None
     seed_fixtures: ClassVar[list[str]] = []
-    """This provider's sample in ``fixtures/gpuhunt`` (the folder is shared)."""
+    """This provider's sample in ``fixtures/gpuhunt`` (the folder is shared): ``<peer>.csv``
+    unless the source names another."""
 
     REQUIRED: ClassVar[tuple[str, ...]] = (
         "instance_name",
@@ -268,7 +269,7 @@ def gpuhunt_source(
         "sku_mode": sku_mode,
         "zone_locations": zone_locations,
         "country_rule": country_rule,
-        "seed_fixtures": [fixture] if fixture else [],
+        "seed_fixtures": [fixture or f"{peer}.csv"],
         "__module__": module,
         "__doc__": f"gpuhunt's {peer} catalog → provider {provider!r}. {note}".strip(),
     }

@@ -348,7 +348,8 @@ class SkyPilotCatalog(ApiSource):
     """How this cloud's GpuInfo SizeInMiB reads (None: not GPU memory, ignore it)."""
     country_rule: ClassVar[str | None] = None
     seed_fixtures: ClassVar[list[str]] = []
-    """This cloud's sample in ``fixtures/skypilot`` (the folder is shared by every cloud)."""
+    """This cloud's sample in ``fixtures/skypilot`` (the folder is shared by every cloud):
+    ``<cloud>.csv`` unless the source names another."""
 
     REQUIRED: ClassVar[tuple[str, ...]] = (
         "InstanceType",
@@ -457,7 +458,8 @@ def skypilot_source(
     its ``currency`` (assumed; recorded on every record), which catalog schema ``version``
     carries the cloud, whether the AvailabilityZone column is the provider's own location
     code (``region_mode="zone"``), how to read GpuInfo's memory figure (``gpu_memory``),
-    how a region names its country (``country_rule``), and the ``fixture`` it seeds from.
+    how a region names its country (``country_rule``), and the ``fixture`` it seeds from
+    (``<peer>.csv`` by default).
     """
     provider = provider or peer
     if not _PEER_NAME.match(peer) or not _PEER_NAME.match(provider):
@@ -476,7 +478,7 @@ def skypilot_source(
         "region_mode": region_mode,
         "gpu_memory": gpu_memory,
         "country_rule": country_rule,
-        "seed_fixtures": [fixture] if fixture else [],
+        "seed_fixtures": [fixture or f"{peer}.csv"],
         "__module__": module,
         "__doc__": f"SkyPilot's {peer} catalog → {provider!r} ({currency}). {note}".strip(),
     }

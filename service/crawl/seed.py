@@ -24,11 +24,12 @@ NOT_SEED_PREFIXES = ("bad", "broken", "error", "invalid", "truncated", "robots",
 
 
 def seed_files(source_cls: type, fixtures_dir: Path = FIXTURES_DIR) -> list[Path]:
-    """The fixture files a source's seed replays: declared, or its folder's good samples."""
+    """The fixture files a source's seed replays: declared (those that exist), or its folder's
+    good samples."""
     folder = fixtures_dir / (getattr(source_cls, "fixtures", None) or source_cls.name)  # type: ignore[attr-defined]
     declared = getattr(source_cls, "seed_fixtures", None)
     if declared is not None:
-        return [folder / name for name in declared]
+        return [folder / name for name in declared if (folder / name).is_file()]
     if not folder.is_dir():
         return []
     return sorted(
