@@ -103,6 +103,38 @@ def test_every_gpuhunt_provider_maps_to_a_reference_provider() -> None:
     assert sources["gpuhunt:verda"].provider == "datacrunch"
 
 
+FIXTURE_OFFERS = {
+    "gpuhunt:aws": 10,
+    "gpuhunt:azure": 7,
+    "gpuhunt:cloudrift": 6,
+    "gpuhunt:gcp": 7,
+    "gpuhunt:lambdalabs": 5,
+    "gpuhunt:nebius": 12,
+    "gpuhunt:oci": 6,
+    "gpuhunt:runpod": 17,
+    "gpuhunt:verda": 7,
+}
+
+
+def test_every_provider_sample_crawls_and_ingests(
+    engine: Engine, settings: Settings, server: ReplayServer
+) -> None:
+    sources: dict[str, Any] = {n: c for n, c in all_sources().items() if n.startswith("gpuhunt:")}
+    assert set(sources) == set(FIXTURE_OFFERS), set(sources) ^ set(FIXTURE_OFFERS)
+    for name, offers in FIXTURE_OFFERS.items():
+        cls = sources[name]
+        assert cls.seed_fixtures == [f"{cls.peer}.csv"], name
+        url = _serve(server, cls.peer)
+        report = _crawl(engine, settings, server, name)
+        assert report.label == "ok", (name, report.reason)
+        assert report.counts["seen"] == report.counts["added"] == offers, name
+        assert report.counts["rejected"] == 0, name
+        stored = _offers(engine, name)
+        assert len(stored) == offers, name
+        assert {r["source_url"] for r in stored.values()} == {url}
+        assert {r["provider"] for r in stored.values()} == {cls.provider}
+
+
 def test_runpod_version_then_zip(engine: Engine, settings: Settings, server: ReplayServer) -> None:
     zip_url = _serve(server, "runpod")
     report = _crawl(engine, settings, server, "gpuhunt:runpod")

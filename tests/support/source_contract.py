@@ -162,7 +162,11 @@ WIRES: dict[str, Wire] = {
     "ovhcloud-web": Wire(rename=(("<th>Prix</th>", "<th>Tarif</th>"), ("data-server", "data-x"))),
 }
 PLATFORM_WIRES: dict[type, Wire] = {
-    SkyPilotCatalog: Wire(rename=((",Price,", ",PricePerHour,"),), empty=SKYPILOT_HEADER),
+    SkyPilotCatalog: Wire(
+        # Price is the last column in some clouds' files (JarvisLabs)
+        rename=((",Price,", ",PricePerHour,"), (",Price\n", ",PricePerHour\n")),
+        empty=SKYPILOT_HEADER,
+    ),
     GpuhuntCatalog: Wire(rename=((",price,", ",usd,"),), empty=GPUHUNT_HEADER, indexes=1),
 }
 
