@@ -362,3 +362,64 @@ class QualityReport(BaseModel):
     unmapped_gpus: list[UnmappedGpu] = Field(description="most offers first")
     unmapped_regions: list[UnmappedRegion] = Field(description="most offers first")
     price_disagreements: list[PriceDisagreement] = Field(description="widest spread first")
+
+
+class CoverageSource(BaseModel):
+    name: str = Field(description="the source, e.g. `skypilot:cudo`")
+    kind: Literal["api", "page", "peer"] = Field(
+        description="the provider's price API, its pricing page, or a peer catalog"
+    )
+    last_good_crawl: datetime | None = Field(
+        description="when its last `ok` crawl finished; null: never"
+    )
+    active_offers: int = Field(description="the active offers this source holds now")
+
+
+class CoverageOffers(BaseModel):
+    total: int = Field(description="active offers of the provider (every source's copy)")
+    by_price_kind: dict[str, int] = Field(description="price kind -> active offers")
+
+
+class CoverageCertifications(BaseModel):
+    certified: list[str] = Field(description="schemes the provider's own trust page lists")
+    reported: list[str]
+    not_certified: list[str]
+    unknown: list[str] = Field(description="schemes nobody has established either way")
+
+
+class CoverageProvider(BaseModel):
+    provider: str
+    name: str | None = Field(description="null: not in the reference data")
+    kind: str | None = Field(description="hyperscaler, gpu_cloud or marketplace")
+    prices: Literal["first_party", "peer_only", "none"] = Field(
+        description="first_party: a first-party source has active offers; peer_only: only "
+        "peer catalogs do; none: no active offers"
+    )
+    sources: list[CoverageSource] = Field(description="most authoritative first")
+    offers: CoverageOffers
+    gpu_known_share: float | None = Field(
+        description="share (0-1) of its active offers with a GPU model; null without offers"
+    )
+    location_known_share: float | None = Field(
+        description="share (0-1) of its active offers placed in a country; null without offers"
+    )
+    certifications: CoverageCertifications = Field(description="by status, today")
+    certifications_known: bool = Field(
+        description="whether any scheme's status is known (certified, reported, not certified)"
+    )
+
+
+class CoverageTotals(BaseModel):
+    providers: int
+    with_offers: int
+    first_party: int
+    peer_only: int
+    active_offers: int
+
+
+class CoverageMatrix(BaseModel):
+    catalog_version: int
+    totals: CoverageTotals
+    providers: list[CoverageProvider] = Field(
+        description="first-party first, then peer-only, then without offers; by slug"
+    )

@@ -1,8 +1,9 @@
 """A GPU name's form factor read from its instance type's name, when only that says it.
 
 Catalogs often name the GPU bare (``H100``) and put the variant in the instance type
-(Lambda's ``gpu_1x_h100_pcie``, ``gpu_8x_a100_80gb_sxm4``, Cudo's ``intel-ice-lake-a800-pci``). Without the form factor the
-GPU name parser falls back on the family default (H100 SXM); with it, the stated part.
+(Lambda's ``gpu_1x_h100_pcie``, ``gpu_8x_a100_80gb_sxm4``, Cudo's ``intel-ice-lake-a800-pci``).
+Without the form factor the GPU name parser falls back on the family default (H100 SXM);
+with it, the stated part.
 """
 
 from __future__ import annotations
@@ -11,7 +12,15 @@ import re
 
 from schema.gpu_names import NameProblem, parse_gpu_name
 
-_FORMS = {"pcie": "PCIe", "pci": "PCIe", "sxm": "SXM", "sxm2": "SXM", "sxm4": "SXM", "sxm5": "SXM", "nvl": "NVL"}
+_FORMS = {
+    "pcie": "PCIe",
+    "pci": "PCIe",
+    "sxm": "SXM",
+    "sxm2": "SXM",
+    "sxm4": "SXM",
+    "sxm5": "SXM",
+    "nvl": "NVL",
+}
 _WORDS = re.compile(r"[a-z0-9]+")
 
 

@@ -28,6 +28,8 @@ How a file is read (every quirk of the peer format lives here):
 - **One record per offer**: clouds list an offer once per zone (or per host); rows of one
   (instance type, region, price kind) collapse into one record; when their prices differ the
   lowest is kept and marked ``price_floor`` ("from").
+- **No place** is written ``default`` by clouds that publish none (Hyperbolic): such an
+  offer's region is ``global``, placed like any globally quoted offer (docs/locations.md).
 - **Currency is unstated** in the files: each cloud's currency is configured with its source
   and recorded on every record. Amounts are decimal strings; float noise beyond 6 decimal
   places (``0.36979999999999996``) is rounded off.
@@ -63,6 +65,9 @@ log = logging.getLogger(__name__)
 
 SKYPILOT_BASE_URL = "https://raw.githubusercontent.com/skypilot-org/skypilot-catalog/master"
 
+UNPLACED_REGIONS = frozenset({"default"})
+"""Region names a cloud writes when it publishes no place (Hyperbolic: ``default``): the
+offer is quoted for wherever the provider runs it, our region ``global``."""
 AMOUNT_PLACES = 6
 """Peers write Python floats; digits past this many decimal places are float noise."""
 MAX_GPU_INFO_CHARS = 4096
@@ -434,6 +439,8 @@ class SkyPilotCatalog(ApiSource):
         region = row.get("Region", "")
         zone = row.get("AvailabilityZone", "")
         code = zone if self.region_mode == "zone" and zone else region
+        if code in UNPLACED_REGIONS:
+            code = "global"
         rule = COUNTRY_RULES.get(self.country_rule) if self.country_rule else None
         return code, rule(region, zone) if rule else None
 

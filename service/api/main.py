@@ -13,6 +13,7 @@ from service.api.conditional import ContentETagMiddleware
 from service.api.response_cache import ResponseCache, ResponseCacheMiddleware
 from service.api.routes import catalog, compare, export, health, offers, reference, sources_run
 from service.api.routes import compliance as compliance_routes
+from service.api.routes import coverage as coverage_routes
 from service.api.routes import feeds as feed_routes
 from service.api.routes import quality as quality_routes
 from service.api.routes import subscriptions as subscription_routes
@@ -72,4 +73,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(web_routes.router)
     web_routes.mount_static(app)
     app.include_router(quality_routes.router)
+    app.include_router(coverage_routes.router)
     return app

@@ -18,6 +18,7 @@ import typer
 from service.cli import (
     alerts,
     compliance,
+    coverage,
     crawl,
     db,
     export,
@@ -57,6 +58,7 @@ app.command("versions")(history.versions)
 app.command("runs")(crawl.runs)
 app.command("unmapped")(quality.unmapped)
 app.command("quality")(quality.quality)
+app.command("coverage")(coverage.coverage)
 app.command("seed")(crawl.seed)
 app.command("serve")(serve.serve)
 app.command("scheduler")(serve.scheduler)

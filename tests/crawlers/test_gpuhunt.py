@@ -112,7 +112,7 @@ FIXTURE_OFFERS = {
     "gpuhunt:nebius": 12,
     "gpuhunt:oci": 6,
     "gpuhunt:runpod": 17,
-    "gpuhunt:verda": 7,
+    "gpuhunt:verda": 6,
 }
 
 
