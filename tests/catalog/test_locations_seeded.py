@@ -54,9 +54,18 @@ def test_eligible_h100_in_the_eu_eea(seeded: Engine) -> None:
         h100 = list_offers(conn, OfferFilters(gpu="h100"), 100_000)
         found = locations_of(conn, [r["id"] for r in h100])
     assert {"datacrunch", "nebius", "ovhcloud", "scaleway"} <= included
-    # the row shows where: a global DataCrunch offer is shown at a Finnish data centre
+    # the row shows where: DataCrunch's cheapest is a peer's regional row (FIN-02) or a global
+    # offer shown at a Finnish data centre; its global offers are placed there either way
     datacrunch = next(r for r in rows if r["provider"] == "datacrunch")
-    assert datacrunch["country"] in eu and datacrunch["location_region"] is not None
+    assert datacrunch["country"] in eu
+    assert datacrunch["region"] != "global" or datacrunch["location_region"] is not None
+    placed = [
+        loc["country"]
+        for r in h100
+        if r["provider"] == "datacrunch" and r["region"] == "global"
+        for loc in found.get(r["id"], [])
+    ]
+    assert placed and set(placed) <= eu
     able = {
         r["provider"]
         for r in h100

@@ -249,13 +249,12 @@ def replay(name: str, edit: tuple[tuple[str, str], ...] = ()) -> Replay:
         data = cls.start_paths[0]
     elif issubclass(cls, SkyPilotCatalog):
         data = cls.catalog_path()
-        add(data, body(files[0]) if files else SKYPILOT_HEADER, "text/csv")
+        add(data, body(files[0]), "text/csv")
     elif issubclass(cls, GpuhuntCatalog):
         version = (folder / "version").read_text().strip()
         add(f"/{CHANNEL}/{cls.peer}/version", f"{version}\n".encode(), "text/plain")
         data = f"/{CHANNEL}/{cls.peer}/{version}/catalog.zip"
-        csv = body(files[0]) if files else GPUHUNT_HEADER
-        add(data, _zipped(f"{cls.peer}.csv", csv), "application/zip")
+        add(data, _zipped(f"{cls.peer}.csv", body(files[0])), "application/zip")
     else:
         for target, file in wire(name).routes:
             add(target, body(folder / file), _kind(folder / file))
