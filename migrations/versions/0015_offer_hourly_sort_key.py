@@ -8,10 +8,11 @@
 
 Existing rows are backfilled from their current (or last) observation. Plain ADD / DROP
 COLUMN on both databases: a batch rebuild of ``offer`` on SQLite fails once observations
-reference it (see 0010, 0013).
+reference it (see 0010, 0013). Follows 0018, main's head when this branch was rebased
+(0014 was in flight elsewhere: the merger rechains).
 
 Revision ID: 0015
-Revises: 0013
+Revises: 0018
 Create Date: 2026-12-04 03:00:00
 """
 
@@ -21,7 +22,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0015"
-down_revision: str | Sequence[str] | None = "0013"
+down_revision: str | Sequence[str] | None = "0018"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
