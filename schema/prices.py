@@ -51,6 +51,8 @@ class Offer(SQLModel, table=True):
         Index("ix_offer_status_provider", "status", "provider", "id"),
         # sort=gpu_count reads each distinct count's offers by id (service.query.offers)
         Index("ix_offer_status_gpu_count", "status", "gpu_count", "id"),
+        # sort=price / -price walks it (USD per instance-hour)
+        Index("ix_offer_status_hourly", "status", "hourly_usd_e10", "id"),
     )
 
     id: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
@@ -92,6 +94,13 @@ class Offer(SQLModel, table=True):
         sa_type=BigInteger,
         description="sort key only: gpu_hour_usd x 10^10 as an exact integer (stored "
         "decimals keep 10 places), so listings sort and page on an index; never returned",
+    )
+    hourly_usd_e10: int | None = Field(
+        default=None,
+        sa_type=BigInteger,
+        description="sort key only: the current observation's USD per instance-hour x 10^10 "
+        "as an exact integer (written by ingest with each price), so sort=price walks an "
+        "index; never returned",
     )
     first_seen_at: datetime = Field(sa_type=UTCDateTime)
     first_seen_version: int

@@ -43,6 +43,7 @@ OFFER_COLUMNS = (
     "currency",
     "gpu_hour_usd",
     "gpu_hour_usd_e10",
+    "hourly_usd_e10",
     "observation_id",
 )
 """A new offer's row, as built (its key's parts, attributes, price, observation); the
@@ -74,6 +75,7 @@ REPRICED_COLUMNS = (
     "observation_id",
     "gpu_hour_usd",
     "gpu_hour_usd_e10",
+    "hourly_usd_e10",
     "last_changed_at",
     "last_changed_version",
     "withdrawn_at",

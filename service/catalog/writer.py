@@ -57,9 +57,9 @@ new rows' foreign keys once for the load instead of once per row, where the inge
 role may (see :mod:`service.catalog.refcheck`). Not for repriced offers alone: their
 observations refer to offers already stored, and checking those once costs as much as
 the per-row checks (5 % of 200,000 offers repriced: 1.29 s against 1.21 s)."""
-STAGED_PRICE_COLUMNS = ("pid", *OBS_COLUMNS[2:11], "gpu_hour_usd_e10")
+STAGED_PRICE_COLUMNS = ("pid", *OBS_COLUMNS[2:11], "gpu_hour_usd_e10", "hourly_usd_e10")
 """A distinct price as staged: the observation's figures (``gpu_hour_usd`` as bound text,
-which is also the offer's) and the offer's sort key."""
+which is also the offer's) and the offer's two sort keys."""
 
 _Price = tuple[tuple[Any, ...], tuple[Any, ...]]
 """A price's derived figures as bound: the observation's and the offer's (see
@@ -127,7 +127,7 @@ class Writer:
         """The derived figures of a price, as bound for the bulk writes: the
         observation's (``OBS_COLUMNS[2:11]``, USD per GPU-hour there as a Decimal, which
         the outbox reads) and the offer's (amount, currency, USD per GPU-hour and its
-        sort key).
+        sort key, the sort key of USD per instance-hour).
 
         Memoized on :func:`_price_key`, in two levels: what does not depend on the GPU
         count (the hourly amount of a per-instance price, the USD figures, the FX rate)
@@ -154,7 +154,13 @@ class Writer:
             observed = (*observed[:5], gpu_usd, *observed[6:])
         price = self._prices[memo_key] = (
             observed,
-            (observed[0], currency, self.bind(gpu_usd), sort_key_e10(gpu_usd)),
+            (
+                observed[0],
+                currency,
+                self.bind(gpu_usd),
+                sort_key_e10(gpu_usd),
+                sort_key_e10(hourly_usd),
+            ),
         )
         return price
 
@@ -374,7 +380,9 @@ class Writer:
                 pid = pids[price_key] = len(pids)
                 observed, offered = self._price(fields)
                 # the observation's USD per GPU-hour as bound (the offer's, as text)
-                price_rows.append((pid, *observed[:5], offered[2], *observed[6:], offered[3]))
+                price_rows.append(
+                    (pid, *observed[:5], offered[2], *observed[6:], offered[3], offered[4])
+                )
             if payload_of:
                 stage_offer((key, aid, pid, payload_of(record)))
             else:
@@ -431,6 +439,7 @@ class Writer:
                 "p.currency",
                 "p.gpu_hour_usd",
                 "p.gpu_hour_usd_e10",
+                "p.hourly_usd_e10",
                 obs_id,
                 *offer_literals,
             )
@@ -487,6 +496,7 @@ class Writer:
                     obs_id,
                     offered[2],
                     offered[3],
+                    offered[4],
                     stamp,
                     version,
                     None,

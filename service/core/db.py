@@ -63,8 +63,17 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
         event.listen(engine, "begin", _sqlite_begin)
     else:
         kwargs.setdefault("pool_pre_ping", True)
-        engine = create_engine(url, **kwargs)
+        connect_args = dict(kwargs.pop("connect_args", None) or {})
+        connect_args["options"] = f"{connect_args.get('options', '')} {NO_JIT}".strip()
+        engine = create_engine(url, connect_args=connect_args, **kwargs)
     return engine
+
+
+NO_JIT = "-c jit=off"
+"""PostgreSQL sessions never JIT-compile: the planner's costs of a listing over a large
+catalog (an estimate for the whole index, though a walk stops after one page) pass
+``jit_above_cost`` and the inlining and optimization thresholds, and compiling took longer
+than many listings run (docs/benchmarks.md, "The listing mix")."""
 
 
 def writer(engine: Engine) -> Engine:

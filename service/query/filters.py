@@ -14,7 +14,7 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection, Select, and_, false, or_, select
+from sqlalchemy import Connection, Select, and_, false, literal_column, or_, select
 
 from service.query.sql import (
     GPU,
@@ -172,10 +172,14 @@ def apply_filters(
     skip: str | None = None,
     version: int | None = None,
     gpus: Sequence[str] | None = None,
+    walked: bool = False,
 ) -> Select[Any]:
     """Add every set filter (except ``skip``, used to explain exclusions) to ``stmt``.
 
     ``version`` says which read ``stmt`` is (None = current), for the price filter.
+    ``walked``: ``stmt`` reads along the index of a sort other than the price per GPU-hour;
+    on SQLite the price filter is then kept off that price's index, whose range the
+    planner (without statistics) would otherwise take, sorting everything it keeps.
     ``gpus``: the GPU filter already resolved to slugs (see
     :func:`service.query.offers.live_gpu_slugs`).
     """
@@ -226,6 +230,8 @@ def apply_filters(
         stmt = stmt.where(OFFER.c.bare_metal.is_(filters.bare_metal))
     if filters.max_price_per_gpu_hour is not None and on("max_price_per_gpu_hour"):
         price = gpu_hour_key(dialect, version)
+        if walked and version is None and dialect == "sqlite":
+            price = literal_column(f"+{OFFER.name}.{price.name}")
         stmt = stmt.where(price <= price_key_bound(filters.max_price_per_gpu_hour))
     if filters.provider_hq_not_in and on("provider_hq_not_in"):
         excluded = [c.upper() for c in filters.provider_hq_not_in]

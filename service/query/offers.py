@@ -17,7 +17,9 @@ The default order (USD per GPU-hour) and ``max_price_per_gpu_hour`` use an exact
 sort key, USD per GPU-hour x 10^10 (:func:`service.query.sql.gpu_hour_key`): on the current
 path it is the indexed ``offer.gpu_hour_usd_e10`` that ingest writes with each price, on the
 pinned path it is computed from the observation, so a cursor's key means the same on both.
-The key is never returned; the exact ``Decimal`` is.
+The key is never returned; the exact ``Decimal`` is. ``sort=price`` (USD per instance-hour)
+has its own integer key the same way, ``offer.hourly_usd_e10``
+(:func:`service.query.sql.hourly_key`).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from service.query.sql import (
     OFFER_COLUMNS,
     NotFound,
     outranked,
+    price_key_bound,
     sort_expression,
     visible_at,
 )
@@ -68,6 +71,7 @@ def base_query(
     skip: str | None = None,
     scan: bool = False,
     gpus: Sequence[str] | None = None,
+    walked: bool = False,
 ) -> Select[Any]:
     """Offers with their price at ``version`` (None = current), filtered, peers deduped.
 
@@ -91,7 +95,9 @@ def base_query(
             .select_from(OFFER)
             .join(OBS, and_(OBS.c.offer_id == OFFER.c.id, visible_at(OBS, version)))
         )
-    stmt = apply_filters(stmt, filters, dialect, compliance, skip=skip, version=version, gpus=gpus)
+    stmt = apply_filters(
+        stmt, filters, dialect, compliance, skip=skip, version=version, gpus=gpus, walked=walked
+    )
     if not filters.include_peers:
         stmt = stmt.where(~outranked(version, dialect))
     return stmt
@@ -116,21 +122,34 @@ def offers_query(
     after: After | None = None,
     nulls: bool | None = None,
     gpus: Sequence[str] | None = None,
+    scan: bool = False,
+    null_when: Any = None,
 ) -> Select[Any]:
     """The listing: nulls last, then the sort key, then offer id (a total order).
 
-    ``sort_value`` (what a cursor carries) is the integer key for ``price_per_gpu_hour``.
+    ``sort_value`` (what a cursor carries) is the integer key for ``price_per_gpu_hour`` and
+    ``price`` (:data:`INTEGER_KEYS`).
     ``nulls`` False / True: only the offers whose sort key is set / null, ordered so an
     index on (…, key, id) serves the order (no leading ``key IS NULL`` term).
+    ``scan``: filter first (see :func:`base_query`), then sort the matches.
+    ``null_when``: a cheaper condition equal to ``key IS NULL`` on the current read.
     """
     key = sort_expression(sort, dialect, version)
     stmt = base_query(
-        (*OFFER_COLUMNS, key.label("sort_value")), filters, dialect, version, compliance, gpus=gpus
+        (*OFFER_COLUMNS, key.label("sort_value")),
+        filters,
+        dialect,
+        version,
+        compliance,
+        gpus=gpus,
+        scan=scan,
+        walked=nulls is False and not scan and sort in ("price", "provider", "gpu_count"),
     )
-    if after is not None and after.value is not None and sort == "price_per_gpu_hour":
+    if after is not None and after.value is not None and sort in INTEGER_KEYS:
         after = After(int(Decimal(str(after.value))), after.offer_id)
     if nulls is not None:
-        stmt = stmt.where(key.is_(None) if nulls else key.is_not(None))
+        null = key.is_(None) if null_when is None else null_when
+        stmt = stmt.where(null if nulls else key.is_not(None))
     if after is not None and nulls is not None:
         if after.value is None:
             stmt = stmt.where(OFFER.c.id > after.offer_id)
@@ -182,6 +201,7 @@ def list_offers(
     the page is read in three index ranges (:func:`_descending`).
     """
     dialect = conn.dialect.name
+    gpus = live_gpu_slugs(conn, filters.gpu) if version is None and filters.gpu else None
     query = partial(
         offers_query,
         filters,
@@ -191,7 +211,7 @@ def list_offers(
         sort=sort,
         descending=descending,
         after=after,
-        gpus=live_gpu_slugs(conn, filters.gpu) if version is None and filters.gpu else None,
+        gpus=gpus,
     )
     if sort in INDEXED_SORTS and version is None and not offset:
         rows: list[dict[str, Any]] = []
@@ -201,14 +221,21 @@ def list_offers(
                 rows = _by_value(conn, keyed, limit, descending, after)
             elif sort in PER_GPU:
                 key = sort_expression(sort, dialect, version)
-                rows = _per_gpu(conn, keyed, key, limit, descending)
-            elif descending:
-                key = sort_expression(sort, dialect, version)
-                rows = _descending(conn, keyed, key, limit)
+                first = partial(query, nulls=False, scan=True) if after is None else None
+                cap = filters.max_price_per_gpu_hour
+                licence = compliance.licence_gpus if compliance is not None else None
+                wanted = (frozenset(gpus) if gpus is not None else None, licence or frozenset())
+                rows = _per_gpu(conn, keyed, key, limit, descending, first, cap, wanted)
             else:
-                rows = _dicts(conn.execute(keyed.limit(limit)))
+                cap = filters.max_price_per_gpu_hour if sort == "price_per_gpu_hour" else None
+                walk = Walk(sort, descending, limit, after, gpus, cap)
+                rows = walk.rows(conn, keyed, partial(query, nulls=False, scan=True))
         if len(rows) < limit and sort not in NEVER_NULL:
-            rows += _dicts(conn.execute(query(nulls=True).limit(limit - len(rows))))
+            if sort in PER_GPU:  # by id along the table, the cheap terms first
+                unkeyed = query(nulls=True, null_when=_no_pflops(conn), scan=True)
+            else:  # along the index: (status, key IS NULL, id)
+                unkeyed = query(nulls=True)
+            rows += _dicts(conn.execute(unkeyed.limit(limit - len(rows))))
         return place_rows(conn, rows, filters, compliance)
     stmt = query().limit(limit)
     if offset:
@@ -216,11 +243,16 @@ def list_offers(
     return place_rows(conn, _dicts(conn.execute(stmt)), filters, compliance)
 
 
-INDEXED_SORTS = frozenset({"price_per_gpu_hour", "provider", "gpu_count", "price_per_pflop_hour"})
+INDEXED_SORTS = frozenset(
+    {"price_per_gpu_hour", "price", "provider", "gpu_count", "price_per_pflop_hour"}
+)
 """Sorts whose current key is an offer column after ``status`` in an index (…, key, id)."""
 BY_VALUE = frozenset({"gpu_count"})
 """Keys with few distinct values, read one value at a time (:func:`_by_value`): on SQLite
 the exact decimal is text, so its index order is not the numeric order."""
+INTEGER_KEYS = frozenset({"price_per_gpu_hour", "price"})
+"""Keys that are exact integers (USD x 10^10, :func:`service.query.sql.gpu_hour_key`,
+:func:`service.query.sql.hourly_key`), current and pinned alike: a cursor's value is one."""
 NEVER_NULL = frozenset({"provider", "gpu_count"})
 """Sort keys of NOT NULL columns: no second statement for offers without a key."""
 
@@ -233,8 +265,95 @@ also reads: wider than any two prices whose PFLOPS figures can tie (a rounded de
 PostgreSQL, a double on SQLite) for any GPU below 10^7 TFLOPS."""
 
 
+PREFIX = 4000
+"""Index entries a walk may read before it gives up on the walk (:class:`Walk`)."""
+
+
+@dataclass(frozen=True)
+class Walk:
+    """The first ``limit`` offers with a key (``ORDER BY key, id`` or ``key DESC, id``) of a
+    current listing whose key is an offer column indexed (status, key, id): read along that
+    index while the filters keep enough of it, else filtered first and sorted.
+
+    An index walk costs what it reads: ``limit`` rows for a filter that keeps most offers,
+    the whole index for one that keeps none (``bare_metal``, a high ``min_gpu_memory_gb``,
+    a rare certification...). So the walk is bounded: the key K of the index's
+    :data:`PREFIX`-th active offer from the start (or the cursor) is read from the index
+    alone, and the walk reads the offers with keys up to K. Every offer past K comes after
+    every offer of that range in the listing's order, so if the range holds ``limit``
+    matches they are the page. Otherwise the filters are selective and the page is
+    computed the other way round: the filters first (their own indexes, or one scan), and
+    the few matches sorted. Same rows, same order; the bound only decides the cost.
+
+    The bound is also a range on the sort's index, which keeps SQLite's planner (no
+    statistics) on the walk where a filter's own range (``max_price_per_gpu_hour`` on the
+    price index) would otherwise look as good, and then sorts everything it keeps."""
+
+    sort: str
+    descending: bool
+    limit: int
+    after: After | None
+    gpus: Sequence[str] | None
+    cap: Decimal | None = None
+    """``max_price_per_gpu_hour`` when the key is that price: where a descending walk starts."""
+
+    def rows(
+        self, conn: Connection, keyed: Select[Any], filtered_first: Any
+    ) -> list[dict[str, Any]]:
+        dialect = conn.dialect.name
+        key = sort_expression(self.sort, dialect)
+        by_gpu = self.sort == "price_per_gpu_hour" and self.gpus is not None and len(self.gpus) == 1
+        bound = self.bound(conn, key, by_gpu)  # None: fewer than PREFIX offers left
+        if self.descending:
+            rows = _descending(conn, keyed, key, self.limit, bound)
+        else:
+            walk = keyed if bound is None else keyed.where(key <= bound)
+            rows = _dicts(conn.execute(walk.limit(self.limit)))
+        if rows is not None and (len(rows) >= self.limit or bound is None):
+            return rows
+        return _dicts(conn.execute(filtered_first().limit(self.limit)))
+
+    def bound(self, conn: Connection, key: Any, by_gpu: bool) -> Any:
+        """The key :data:`PREFIX` active offers along the index from where the page starts
+        (None: the index ends before), read from the index alone."""
+        stmt = select(key).where(OFFER.c.status == OfferStatus.active.value, key.is_not(None))
+        if by_gpu:
+            assert self.gpus is not None
+            stmt = stmt.where(OFFER.c.gpu_slug == self.gpus[0])
+        after = self.after
+        if after is not None and after.value is not None:
+            start = after.value
+            if self.sort in INTEGER_KEYS:
+                start = int(Decimal(str(start)))
+            stmt = stmt.where(key <= start if self.descending else key >= start)
+        if self.cap is not None:
+            stmt = stmt.where(key <= price_key_bound(self.cap))
+        order = key.desc() if self.descending else key
+        return conn.execute(stmt.order_by(order).offset(PREFIX).limit(1)).scalar()
+
+
+def _no_pflops(conn: Connection) -> Any:
+    """``price_per_pflop_hour IS NULL`` on the current read, from the offer row alone: no USD
+    price, or a GPU without a (non-zero) TFLOPS figure. The key itself costs a subquery and
+    the observation per offer read."""
+    facts = catalog_facts(conn, datetime.now(UTC).date())
+    rated = sorted(slug for slug, tflops in facts.tflops_bf16.items() if tflops)
+    return or_(
+        OFFER.c.gpu_hour_usd_e10.is_(None),
+        OFFER.c.gpu_slug.is_(None),
+        OFFER.c.gpu_slug.not_in(rated),
+    )
+
+
 def _per_gpu(
-    conn: Connection, keyed: Select[Any], key: Any, limit: int, descending: bool
+    conn: Connection,
+    keyed: Select[Any],
+    key: Any,
+    limit: int,
+    descending: bool,
+    filtered_first: Any = None,
+    cap: Decimal | None = None,
+    wanted: tuple[frozenset[str] | None, frozenset[str]] = (None, frozenset()),
 ) -> list[dict[str, Any]]:
     """The first ``limit`` rows of ``keyed`` (offers with a key, ``ORDER BY key, id`` or
     ``key DESC, id``) for a key that is the price per GPU-hour scaled per GPU model (USD
@@ -245,15 +364,37 @@ def _per_gpu(
     :data:`TIE_MARGIN` of the last one (rounding ties of the key); the ``limit`` first of
     all those by (key, id), read whole by id in one last statement (the current read
     only). Same rows, same order:
-    an offer past its GPU's candidates has ``limit`` offers of its GPU before it."""
+    an offer past its GPU's candidates has ``limit`` offers of its GPU before it.
+
+    Given ``filtered_first`` (a first page), each GPU's walk is bounded as
+    :class:`Walk`'s: to the price :data:`PREFIX` offers along its index; a GPU whose range
+    holds fewer than ``limit`` matches (the filters are selective) ends the walks, and the
+    page is ``filtered_first()``: the filters first, the few matches sorted. ``wanted``: the
+    GPU filter's slugs (None: any) and the GPUs ``export_destination`` excludes, not walked."""
     price = OFFER.c.gpu_hour_usd_e10
     step = price.desc() if descending else price
     facts = catalog_facts(conn, datetime.now(UTC).date())
-    slugs = sorted(s for s, t in facts.tflops_bf16.items() if s in facts.live_gpus and t)
+    only, excluded = wanted  # the GPU filter's slugs, export_destination's licence GPUs
+    slugs = sorted(
+        s
+        for s, t in facts.tflops_bf16.items()
+        if s in facts.live_gpus and t and (only is None or s in only) and s not in excluded
+    )
     found: dict[int, Any] = {}
+    active = OFFER.c.status == OfferStatus.active.value
     for slug in slugs:
         mine = keyed.with_only_columns(OFFER.c.id, key, price).where(OFFER.c.gpu_slug == slug)
-        rows = list(conn.execute(mine.order_by(None).order_by(step).limit(limit)))
+        walk = mine.order_by(None).order_by(step).limit(limit)
+        if filtered_first is not None:
+            along = select(price).where(OFFER.c.gpu_slug == slug, active, price.is_not(None))
+            if cap is not None:  # max_price_per_gpu_hour: where a descending walk starts
+                along = along.where(price <= price_key_bound(cap))
+            bound = conn.execute(along.order_by(step).offset(PREFIX).limit(1)).scalar()
+            if bound is not None:
+                walk = walk.where(price >= bound if descending else price <= bound)
+        rows = list(conn.execute(walk))
+        if filtered_first is not None and bound is not None and len(rows) < limit:
+            return _dicts(conn.execute(filtered_first().limit(limit)))
         if len(rows) == limit:
             bound = rows[-1][2]
             near = (
@@ -301,14 +442,23 @@ def _by_value(
     return rows
 
 
-def _descending(conn: Connection, keyed: Select[Any], key: Any, limit: int) -> list[dict[str, Any]]:
+def _descending(
+    conn: Connection, keyed: Select[Any], key: Any, limit: int, bound: Any = None
+) -> list[dict[str, Any]] | None:
     """The first ``limit`` rows of ``keyed`` (offers with a key, ``ORDER BY key DESC, id``)
     read along an ascending (…, key, id) index: the ``limit`` largest keys (the index walked
     backwards, ties in any order); if there are fewer, those offers by id, sorted; else with
     K the last of them, the rows above K in order (fewer than ``limit``, sorted), then those
-    at K by id (the index range of K, forwards). Same rows, same order."""
+    at K by id (the index range of K, forwards). Same rows, same order.
+
+    ``bound`` (see :class:`Walk`): the first walk reads keys down to it only; None is
+    returned when fewer than ``limit`` rows have such keys."""
     walk = keyed.with_only_columns(key, OFFER.c.id).order_by(None).order_by(key.desc())
+    if bound is not None:
+        walk = walk.where(key >= bound)
     largest = conn.execute(walk.limit(limit)).all()
+    if len(largest) < limit and bound is not None:
+        return None
     if len(largest) < limit:  # every row left: read them by id (one walk, however sparse)
         if not largest:
             return []

@@ -112,6 +112,16 @@ def gpu_hour_key(dialect: str, version: int | None = None) -> Any:
     return cast(cast(OBS.c.gpu_hour_usd, Numeric) * 10_000_000_000, BigInteger)
 
 
+def hourly_key(dialect: str, version: int | None = None) -> Any:
+    """The exact integer sort key of USD per instance-hour (x 10^10), as :func:`gpu_hour_key`:
+    current, the indexed ``offer.hourly_usd_e10``; pinned, computed from the observation."""
+    if version is None:
+        return OFFER.c.hourly_usd_e10
+    if dialect == "sqlite":
+        return cast(func.round(cast(OBS.c.hourly_usd, Float) * 10_000_000_000), Integer)
+    return cast(cast(OBS.c.hourly_usd, Numeric) * 10_000_000_000, BigInteger)
+
+
 def price_key_bound(value: Decimal) -> int:
     """The largest sort key whose price is <= ``value`` (prices keep 10 decimal places)."""
     return int(value.scaleb(10).to_integral_value(rounding=ROUND_FLOOR))
@@ -121,7 +131,7 @@ def sort_expression(sort: str, dialect: str, version: int | None = None) -> Any:
     if sort == "price_per_gpu_hour":
         return gpu_hour_key(dialect, version)
     if sort == "price":
-        return sortable(OBS.c.hourly_usd, dialect)
+        return hourly_key(dialect, version)
     if sort == "gpu_count":
         return sortable(OFFER.c.gpu_count, dialect)
     if sort == "provider":

@@ -16,6 +16,9 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from sqlalchemy import Engine, event, select
 
 from schema.catalog import GpuModel
@@ -24,8 +27,9 @@ from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult
 from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
-from service.query.filters import OfferFilters
-from service.query.offers import list_offers
+from service.query import offers as offers_module
+from service.query.filters import OfferFilters, resolve_compliance
+from service.query.offers import After, list_offers, live_gpu_slugs, offers_query
 from service.query.sql import SORT_KEYS
 from tests.api.test_api_query import page_all
 from tests.support.factories import record
@@ -48,6 +52,7 @@ def _records(provider: str, source: str, n: int, price_shift: int = 0) -> list[d
             price_kind=["on_demand", "spot"][i % 2],
             amount=str(Decimal("2.00") + Decimal((i + price_shift) % 4)),
             currency="XTS" if i % 11 == 5 else "USD",  # XTS: no rate, so no USD price
+            bare_metal=[None, True, False][(i // 3) % 3],
         )
         for i in range(n)
     ]
@@ -130,10 +135,10 @@ def test_every_sort_pages_as_it_sorts(client: TestClient, sort: str) -> None:
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
-@pytest.mark.parametrize("sort", [s for s in SORTS if s.removeprefix("-") != "price"])
+@pytest.mark.parametrize("sort", SORTS)
 def test_sorts_read_along_indexes_on_sqlite(client: TestClient, sort: str) -> None:
     """SQLite plans without statistics alike at any size: no statement of a current page
-    (but ``sort=price``'s) scans the offer table or sorts more than a bounded range of it."""
+    scans the offer table or sorts more than a bounded range of it."""
     engine: Engine = client.engine  # type: ignore[attr-defined]
     assert engine.dialect.name == "sqlite"  # PostgreSQL plans by statistics that vary with size
     seen: list[tuple[str, Any]] = []
@@ -161,3 +166,94 @@ def test_sorts_read_along_indexes_on_sqlite(client: TestClient, sort: str) -> No
             assert reads and not [p for p in reads if p.startswith("SCAN")], (statement, plan)
             if "USE TEMP B-TREE FOR ORDER BY" in plan:  # only a bounded range may be sorted
                 assert any(mark in reads[0] for mark in ("<", ">", "rowid")), (statement, plan)
+
+
+WALK_FILTERS = st.fixed_dictionaries(
+    {},
+    optional={
+        "gpu": st.sampled_from(["h100", "a100", "l4"]),
+        "provider": st.sampled_from([["aws"], ["aws", "lambda"], ["ovhcloud"]]),
+        "country": st.sampled_from(["DE", "US"]),
+        "not_country": st.sampled_from([["US"], ["DE", "FR"]]),
+        "price_kind": st.sampled_from(["on_demand", "spot"]),
+        "min_gpus": st.sampled_from([Decimal(2), Decimal(8)]),
+        "max_gpus": st.sampled_from([Decimal(1), Decimal(2)]),
+        "min_gpu_memory_gb": st.sampled_from([Decimal(40), Decimal(80)]),
+        "bare_metal": st.booleans(),
+        "max_price_per_gpu_hour": st.sampled_from([Decimal("1.5"), Decimal(2), Decimal(4)]),
+        "export_destination": st.sampled_from(["CN", "DE"]),
+        "include_peers": st.just(True),
+    },
+)
+
+
+def _full_sort(conn: Any, filters: OfferFilters, sort: str, limit: int, after: Any) -> list[int]:
+    """The page as one statement sorting every match (``ORDER BY key IS NULL, key, id``)."""
+    compliance = resolve_compliance(conn, filters)
+    gpus = live_gpu_slugs(conn, filters.gpu) if filters.gpu else None
+    stmt = offers_query(
+        filters,
+        conn.dialect.name,
+        compliance=compliance,
+        sort=sort.removeprefix("-"),
+        descending=sort.startswith("-"),
+        after=after,
+        gpus=gpus,
+    )
+    return [row.id for row in conn.execute(stmt.limit(limit))]
+
+
+@hsettings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    params=WALK_FILTERS,
+    sort=st.sampled_from(SORTS),
+    limit=st.integers(1, 12),
+    prefix=st.sampled_from([1, 3, 10, 4000]),
+    cut=st.integers(0, 30),
+)
+def test_walked_pages_equal_one_full_sort(
+    client: TestClient,
+    monkeypatch: pytest.MonkeyPatch,
+    params: dict[str, Any],
+    sort: str,
+    limit: int,
+    prefix: int,
+    cut: int,
+) -> None:
+    """Every way a current page is read (index walks bounded to ``prefix`` entries, the
+    filters first when the bound holds too few matches, per GPU, per value, backwards) gives
+    the rows and order of one statement sorting every match, first pages and pages after a
+    cursor, whatever the filters keep (often nothing: ``bare_metal``, a low price cap)."""
+    monkeypatch.setattr(offers_module, "PREFIX", prefix)
+    engine: Engine = client.engine  # type: ignore[attr-defined]
+    filters = OfferFilters(**params)
+    key, descending = sort.removeprefix("-"), sort.startswith("-")
+    with engine.connect() as conn:
+        compliance = resolve_compliance(conn, filters)
+        expected = _full_sort(conn, filters, sort, 1000, None)
+        walked = list_offers(
+            conn, filters, limit, compliance=compliance, sort=key, descending=descending
+        )
+        assert [r["id"] for r in walked] == expected[:limit], (params, sort, prefix)
+        if cut >= len(expected) - 1:
+            return
+        whole = list_offers(
+            conn, filters, 1000, compliance=compliance, sort=key, descending=descending
+        )
+        assert [r["id"] for r in whole] == expected
+        mark = whole[cut]
+        after = After(mark["sort_value"], mark["id"])
+        rest = list_offers(
+            conn,
+            filters,
+            limit,
+            compliance=compliance,
+            sort=key,
+            descending=descending,
+            after=after,
+        )
+        assert [r["id"] for r in rest] == expected[cut + 1 : cut + 1 + limit], (params, sort)
