@@ -23,7 +23,7 @@ The key is never returned; the exact ``Decimal`` is.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from functools import partial
@@ -230,10 +230,53 @@ def list_offers(
         if len(rows) < limit and sort not in NEVER_NULL:
             rows += _dicts(conn.execute(query(nulls=True).limit(limit - len(rows))))
         return place_rows(conn, rows, filters, compliance)
+    if version is not None and not filters.include_peers:
+        every_source = partial(
+            offers_query,
+            replace(filters, include_peers=True),
+            dialect,
+            version=version,
+            compliance=compliance,
+            sort=sort,
+            descending=descending,
+            after=after,
+        )
+        rows = _outranked_later(conn, every_source(), version, limit, offset)
+        return place_rows(conn, rows, filters, compliance)
     stmt = query().limit(limit)
     if offset:
         stmt = stmt.offset(offset)
     return place_rows(conn, _dicts(conn.execute(stmt)), filters, compliance)
+
+
+def _outranked_later(
+    conn: Connection, ordered: Select[Any], version: int, limit: int, offset: int
+) -> list[dict[str, Any]]:
+    """A pinned page with the peer precedence applied to the rows read, not to every match.
+
+    A pinned listing sorts every match (each offer's price at the version is computed), and
+    the precedence test (:func:`service.query.sql.outranked`, two probes per offer) in the
+    statement ran for every match before the sort. Whether an offer is outranked does not
+    depend on the other rows, so the ordered rows of every source are read a prefix at a
+    time (twice the page, then 4x more while outranked rows leave it short), and only those
+    are tested: the first ``offset + limit`` rows kept are the deduplicated listing's.
+    """
+    wanted = offset + limit
+    fetch = max(2 * wanted, 50)
+    while True:
+        rows = _dicts(conn.execute(ordered.limit(fetch)))
+        ids = [r["id"] for r in rows]
+        hidden: set[int] = set()
+        for start in range(0, len(ids), 1000):
+            part = ids[start : start + 1000]
+            test = select(OFFER.c.id).where(
+                OFFER.c.id.in_(part), outranked(version, conn.dialect.name)
+            )
+            hidden.update(conn.execute(test).scalars())
+        kept = [r for r in rows if r["id"] not in hidden]
+        if len(kept) >= wanted or len(rows) < fetch:
+            return kept[offset:wanted]
+        fetch *= 4
 
 
 INDEXED_SORTS = frozenset({"price_per_gpu_hour", "provider", "gpu_count", "price_per_pflop_hour"})
