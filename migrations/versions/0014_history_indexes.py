@@ -11,8 +11,10 @@
 
 Indexes only: no row is touched, so every figure keeps its provenance.
 
+It follows ``0018`` (merged on main first, itself after ``0013``): one line of revisions.
+
 Revision ID: 0014
-Revises: 0013
+Revises: 0018
 Create Date: 2026-12-04 03:10:00
 """
 
@@ -22,7 +24,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = '0014'
-down_revision: str | Sequence[str] | None = '0013'
+down_revision: str | Sequence[str] | None = '0018'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -150,10 +150,14 @@ OBSERVATIONS = (
 )
 
 
+BEFORE_HISTORY_INDEXES = "0018"
+"""The revision 0014 follows (main merged 0018 after 0013 first)."""
+
+
 def _history_indexes_roundtrip(url: str) -> None:
     """0014 swaps the observation indexes for (offer, version) and (version, offer) ones and
     back, on a table holding observations (closed and open): every row stays as it was."""
-    upgrade(url, "0013")
+    upgrade(url, BEFORE_HISTORY_INDEXES)
     engine = make_engine(url)
     try:
         with engine.begin() as conn:
@@ -175,7 +179,7 @@ def _history_indexes_roundtrip(url: str) -> None:
         assert indexes["ix_price_observation_version_to"] == ["version_to", "offer_id"]
         with engine.connect() as conn:
             assert conn.execute(text(OBSERVATIONS)).all() == rows
-        downgrade(url, "0013")
+        downgrade(url, BEFORE_HISTORY_INDEXES)
         engine.dispose()
         indexes = _indexes(engine)
         assert "ix_price_observation_offer_version" not in indexes
