@@ -118,11 +118,17 @@ class PriceObservation(SQLModel, table=True):
 
     __tablename__ = "price_observation"
     __table_args__ = (
-        Index("ix_price_observation_offer_valid", "offer_id", "valid_from"),
+        # one offer's rows: its history, and the row a catalog version saw (as_of listings
+        # probe (offer_id, version_from <= V) and read version_to from the index itself)
+        Index("ix_price_observation_offer_version", "offer_id", "version_from", "version_to"),
+        # diffs and the change feed walk the rows a range of versions opened or closed, in
+        # (version, offer) order
+        Index("ix_price_observation_version_from", "version_from", "offer_id"),
         # null while the observation is in force (most rows); read only for closed ones
         Index(
             "ix_price_observation_version_to",
             "version_to",
+            "offer_id",
             sqlite_where=VERSION_TO_SET,
             postgresql_where=VERSION_TO_SET,
         ),
@@ -141,7 +147,7 @@ class PriceObservation(SQLModel, table=True):
     fx_source: str | None = Field(default=None, max_length=64)
     valid_from: datetime = Field(sa_type=UTCDateTime)
     valid_to: datetime | None = Field(default=None, sa_type=UTCDateTime)
-    version_from: int = Field(index=True)
+    version_from: int
     version_to: int | None = None
     crawl_run_id: int = Field(foreign_key="crawl_run.id")
     raw_sha256: str | None = Field(default=None, max_length=64)

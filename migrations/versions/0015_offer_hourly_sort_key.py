@@ -12,7 +12,7 @@ reference it (see 0010, 0013). Follows 0018, main's head when this branch was re
 (0014 was in flight elsewhere: the merger rechains).
 
 Revision ID: 0015
-Revises: 0018
+Revises: 0014
 Create Date: 2026-12-04 03:00:00
 """
 
@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0015"
-down_revision: str | Sequence[str] | None = "0018"
+down_revision: str | Sequence[str] | None = "0014"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

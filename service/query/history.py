@@ -41,7 +41,9 @@ def offer_history(
     if end is not None:
         stmt = stmt.where(OBS.c.valid_from <= end)
     stmt = stmt.order_by(OBS.c.valid_from, OBS.c.id)
-    return [dict(row) for row in conn.execute(stmt).mappings()]
+    result = conn.execute(stmt)
+    keys = tuple(result.keys())  # zip, not dict(RowMapping): a busy offer has 10^4 rows
+    return [dict(zip(keys, row, strict=True)) for row in result]
 
 
 Resolution = Literal["day", "week"]

@@ -25,7 +25,7 @@ has its own integer key the same way, ``offer.hourly_usd_e10``
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from functools import partial
@@ -90,17 +90,37 @@ def base_query(
             .where(status == OfferStatus.active.value)
         )
     else:
-        stmt = (
-            select(*columns)
-            .select_from(OFFER)
-            .join(OBS, and_(OBS.c.offer_id == OFFER.c.id, visible_at(OBS, version)))
-        )
+        stmt = select(*columns).select_from(OFFER).join(OBS, seen_at(version))
     stmt = apply_filters(
         stmt, filters, dialect, compliance, skip=skip, version=version, gpus=gpus, walked=walked
     )
     if not filters.include_peers:
         stmt = stmt.where(~outranked(version, dialect))
     return stmt
+
+
+SEEN = OBS.alias("seen_obs")
+"""Built once: an alias's column collection is costly to set up per statement."""
+
+
+def seen_at(version: int) -> Any:
+    """The join condition of a pinned read: the offer's observation at ``version``.
+
+    The offer's last observation opened at or before ``version`` (one backwards step in
+    ``ix_price_observation_offer_version``, which holds ``version_to`` too), if it was not
+    closed by then: an offer's observations cover disjoint ranges of versions, so this is
+    :func:`service.query.sql.visible_at`'s row. Written as a probe per offer, so the
+    planner starts from the offers (filtered) instead of reading every observation opened
+    before ``version`` (the whole table, a month back) and joining the offers to them.
+    """
+    last = (
+        select(SEEN.c.id)
+        .where(SEEN.c.offer_id == OFFER.c.id, SEEN.c.version_from <= version)
+        .order_by(SEEN.c.version_from.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    return and_(OBS.c.id == last, or_(OBS.c.version_to.is_(None), OBS.c.version_to > version))
 
 
 @dataclass(frozen=True)
@@ -237,10 +257,53 @@ def list_offers(
                 unkeyed = query(nulls=True)
             rows += _dicts(conn.execute(unkeyed.limit(limit - len(rows))))
         return place_rows(conn, rows, filters, compliance)
+    if version is not None and not filters.include_peers:
+        every_source = partial(
+            offers_query,
+            replace(filters, include_peers=True),
+            dialect,
+            version=version,
+            compliance=compliance,
+            sort=sort,
+            descending=descending,
+            after=after,
+        )
+        rows = _outranked_later(conn, every_source(), version, limit, offset)
+        return place_rows(conn, rows, filters, compliance)
     stmt = query().limit(limit)
     if offset:
         stmt = stmt.offset(offset)
     return place_rows(conn, _dicts(conn.execute(stmt)), filters, compliance)
+
+
+def _outranked_later(
+    conn: Connection, ordered: Select[Any], version: int, limit: int, offset: int
+) -> list[dict[str, Any]]:
+    """A pinned page with the peer precedence applied to the rows read, not to every match.
+
+    A pinned listing sorts every match (each offer's price at the version is computed), and
+    the precedence test (:func:`service.query.sql.outranked`, two probes per offer) in the
+    statement ran for every match before the sort. Whether an offer is outranked does not
+    depend on the other rows, so the ordered rows of every source are read a prefix at a
+    time (twice the page, then 4x more while outranked rows leave it short), and only those
+    are tested: the first ``offset + limit`` rows kept are the deduplicated listing's.
+    """
+    wanted = offset + limit
+    fetch = max(2 * wanted, 50)
+    while True:
+        rows = _dicts(conn.execute(ordered.limit(fetch)))
+        ids = [r["id"] for r in rows]
+        hidden: set[int] = set()
+        for start in range(0, len(ids), 1000):
+            part = ids[start : start + 1000]
+            test = select(OFFER.c.id).where(
+                OFFER.c.id.in_(part), outranked(version, conn.dialect.name)
+            )
+            hidden.update(conn.execute(test).scalars())
+        kept = [r for r in rows if r["id"] not in hidden]
+        if len(kept) >= wanted or len(rows) < fetch:
+            return kept[offset:wanted]
+        fetch *= 4
 
 
 INDEXED_SORTS = frozenset(

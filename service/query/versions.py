@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, or_, select, union
+from sqlalchemy import Connection, and_, func, literal, or_, select, tuple_, union
 
-from service.query.sql import OBS, OFFER, VERSION, visible_at
+from service.query.sql import OBS, OFFER, VERSION
 
 
 def current_version(conn: Connection) -> int:
@@ -77,35 +77,38 @@ def diff_versions(
 
     Returns the changes of up to ``limit`` candidate offers (id order) and the last
     candidate id when more may follow (the keyset for the next page).
+
+    An offer's observations cover disjoint ranges of versions, so for an offer touched
+    in (low, high] the row it had at ``low`` is the one closed in the range and opened at
+    or before ``low``, and the row it has at ``high`` is the one opened in the range and
+    not closed in it: both come from the two range reads (the version indexes), never
+    from the offer's other rows.
     """
     low, high = min(old, new), max(old, new)
+    opened = and_(OBS.c.version_from > low, OBS.c.version_from <= high)
+    closed = and_(OBS.c.version_to > low, OBS.c.version_to <= high)
     touched = union(
-        select(OBS.c.offer_id.label("offer_id")).where(
-            OBS.c.version_from > low, OBS.c.version_from <= high
-        ),
-        select(OBS.c.offer_id.label("offer_id")).where(
-            OBS.c.version_to > low, OBS.c.version_to <= high
-        ),
+        select(OBS.c.offer_id.label("offer_id")).where(opened, OBS.c.offer_id > after_offer),
+        select(OBS.c.offer_id.label("offer_id")).where(closed, OBS.c.offer_id > after_offer),
     ).subquery()
     ids = [
         int(r[0])
         for r in conn.execute(
-            select(touched.c.offer_id)
-            .where(touched.c.offer_id > after_offer)
-            .order_by(touched.c.offer_id)
-            .limit(limit + 1)
+            select(touched.c.offer_id).order_by(touched.c.offer_id).limit(limit + 1)
         )
     ]
     more = len(ids) > limit
     ids = ids[:limit]
     if not ids:
         return [], None
-
-    def visible(version: int) -> dict[int, dict[str, Any]]:
-        stmt = select(*CHANGE_OBS_COLUMNS).where(OBS.c.offer_id.in_(ids), visible_at(OBS, version))
-        return {r["offer_id"]: dict(r) for r in conn.execute(stmt).mappings()}
-
-    before, after_ = visible(old), visible(new)
+    page = OBS.c.offer_id.in_(ids)
+    at_high = select(*CHANGE_OBS_COLUMNS).where(
+        opened, page, or_(OBS.c.version_to.is_(None), OBS.c.version_to > high)
+    )
+    at_low = select(*CHANGE_OBS_COLUMNS).where(closed, page, OBS.c.version_from <= low)
+    rows_high = {r["offer_id"]: dict(r) for r in conn.execute(at_high).mappings()}
+    rows_low = {r["offer_id"]: dict(r) for r in conn.execute(at_low).mappings()}
+    before, after_ = (rows_low, rows_high) if old <= new else (rows_high, rows_low)
     offers = _offers_by_id(conn, ids)
     changes = []
     for offer_id in ids:
@@ -137,46 +140,36 @@ def change_feed(
     """Every change in versions (since, until], ordered by (version, offer id).
 
     ``after`` is the (version, offer id) the previous page ended with.
+
+    Two ordered reads, each stopping after a page: the observations opened after
+    ``after`` (the (version_from, offer_id) index) and those closed after it (the partial
+    (version_to, offer_id) index), merged here. An event among the page's first ``limit``
+    is among the first ``limit`` of its own read, so both halves of a change (the row
+    closed and the row opened at the same version) are in the page.
     """
-    starts = select(OBS.c.version_from.label("version"), OBS.c.offer_id.label("offer_id")).where(
-        OBS.c.version_from > since, OBS.c.version_from <= until
-    )
-    ends = select(OBS.c.version_to.label("version"), OBS.c.offer_id.label("offer_id")).where(
-        OBS.c.version_to > since, OBS.c.version_to <= until
-    )
-    events = union(starts, ends).subquery()
-    version_after, offer_after = after
-    stmt = (
-        select(events.c.version, events.c.offer_id)
-        .where(
-            or_(
-                events.c.version > version_after,
-                and_(events.c.version == version_after, events.c.offer_id > offer_after),
+
+    def read(column: Any) -> list[dict[str, Any]]:
+        stmt = (
+            select(*CHANGE_OBS_COLUMNS)
+            .where(
+                column > since,
+                column <= until,
+                tuple_(column, OBS.c.offer_id) > tuple_(literal(after[0]), literal(after[1])),
             )
+            .order_by(column, OBS.c.offer_id)
+            .limit(limit + 1)
         )
-        .order_by(events.c.version, events.c.offer_id)
-        .limit(limit + 1)
-    )
-    keys = [(int(v), int(o)) for v, o in conn.execute(stmt)]
+        return [dict(r) for r in conn.execute(stmt).mappings()]
+
+    opened = {(r["version_from"], r["offer_id"]): r for r in read(OBS.c.version_from)}
+    closed = {(r["version_to"], r["offer_id"]): r for r in read(OBS.c.version_to)}
+    keys = sorted(opened.keys() | closed.keys())
     more = len(keys) > limit
     keys = keys[:limit]
     if not keys:
         return [], None
     ids = sorted({o for _, o in keys})
     low, high = keys[0][0], keys[-1][0]
-    opened: dict[tuple[int, int], dict[str, Any]] = {}
-    closed: dict[tuple[int, int], dict[str, Any]] = {}
-    touching = select(*CHANGE_OBS_COLUMNS).where(
-        OBS.c.offer_id.in_(ids),
-        or_(
-            and_(OBS.c.version_from >= low, OBS.c.version_from <= high),
-            and_(OBS.c.version_to >= low, OBS.c.version_to <= high),
-        ),
-    )
-    for r in conn.execute(touching).mappings():
-        opened[(r["version_from"], r["offer_id"])] = dict(r)
-        if r["version_to"] is not None:
-            closed[(r["version_to"], r["offer_id"])] = dict(r)
     offers = _offers_by_id(conn, ids)
     created: dict[int, datetime] = dict(
         conn.execute(

@@ -102,21 +102,9 @@ LISTING = {
 def build(url: str) -> tuple[int, list[OfferRecord]]:
     """A year of catalog history; returns a 'hot' offer id (one change per round) and the
     current records (what gpuhunt gets)."""
-    upgrade(url)
-    engine = make_engine(url)
-    settings = Settings(database_url=url, environment="test", _env_file=None)  # type: ignore[call-arg]
-    load_reference(engine, REFERENCE_DIR)
-    start = utcnow() - timedelta(days=365)
-    with engine.begin() as conn:  # the synthetic EUR offers (all on-demand ones) get USD prices
-        rate = Rate(start.date() - timedelta(days=1), "USD", EUR_USD)
-        store_rates(conn, [rate], "bench", None)
+    engine, settings, start = prepare(url)
     began = time.perf_counter()
-    countries = ("DE", "FR", "US", "NL", "JP")
-    counts = tuple(Decimal(c) for c in (1, 2, 4, 8))
-    records = [  # countries and GPU counts independent of the GPU (synthetic ties count to GPU)
-        r.model_copy(update={"country": countries[i % 5], "gpu_count": counts[(i // 8) % 4]})
-        for i, r in enumerate(synthetic(N))
-    ]
+    records = bench_records(N)
     # the ingest rounds' share of the year (all of it without a bulk prehistory)
     from_ingest = N * (1 + ROUNDS * 0.051)
     per_offer = max(0, round((OBSERVATIONS - from_ingest) / N)) if OBSERVATIONS else 0
@@ -148,6 +136,38 @@ def build(url: str) -> tuple[int, list[OfferRecord]]:
     )
     engine.dispose()
     return int(hot), records
+
+
+def prepare(url: str) -> tuple[Engine, Settings, datetime]:
+    """A migrated database with the reference data and a EUR->USD rate from a year ago;
+    returns its engine, settings and the year's start."""
+    upgrade(url)
+    engine = make_engine(url)
+    settings = Settings(database_url=url, environment="test", _env_file=None)  # type: ignore[call-arg]
+    load_reference(engine, REFERENCE_DIR)
+    start = utcnow() - timedelta(days=365)
+    with engine.begin() as conn:  # the synthetic EUR offers (all on-demand ones) get USD prices
+        rate = Rate(start.date() - timedelta(days=1), "USD", EUR_USD)
+        store_rates(conn, [rate], "bench", None)
+    return engine, settings, start
+
+
+def bench_records(n: int) -> list[OfferRecord]:
+    """``n`` synthetic offers with countries and GPU counts independent of the GPU (the
+    synthetic records tie the count to the GPU)."""
+    countries = ("DE", "FR", "US", "NL", "JP")
+    counts = tuple(Decimal(c) for c in (1, 2, 4, 8))
+    return [
+        r.model_copy(update={"country": countries[i % 5], "gpu_count": counts[(i // 8) % 4]})
+        for i, r in enumerate(synthetic(n))
+    ]
+
+
+def repriced(amount: Decimal, derived: list[Decimal | None], new: Decimal) -> list[Any]:
+    """The prices of an observation of ``amount`` (and its derived USD amounts) moved to
+    ``new``: the derived amounts scaled alike, kept to the stored 10 places."""
+    ratio = new / amount
+    return [new, *(None if v is None else _exact(v * ratio) for v in derived)]
 
 
 PREHISTORY_COLUMNS = (
@@ -188,8 +208,7 @@ def prehistory(engine: Engine, start: datetime, first: datetime) -> None:
             k = per + (1 if n < more else 0)
             for j in range(k):
                 new = amount + Decimal("0.01") * (1 + j % 2)  # never equal to its neighbours
-                ratio = new / amount
-                prices = [new, *(None if v is None else _exact(v * ratio) for v in derived)]
+                prices = repriced(amount, derived, new)
                 valid_from = start + window * j / k
                 valid_to = first if j == k - 1 else start + window * (j + 1) / k
                 row_id += 1

@@ -119,3 +119,88 @@ def test_sqlite_unchanged_crawl_columns_up_down_up(tmp_path) -> None:  # type: i
 def test_postgres_unchanged_crawl_columns_up_down_up() -> None:
     with scratch_pg_database() as url:
         _unchanged_columns_roundtrip(url)
+
+
+def _indexes(engine: Engine) -> dict[str, list[str | None]]:
+    return {
+        i["name"]: list(i["column_names"])
+        for i in inspect(engine).get_indexes("price_observation")
+        if i["name"]
+    }
+
+
+OBSERVATION_ROWS = (
+    "INSERT INTO provider (slug, name, kind, status) VALUES ('m', 'M', 'gpu_cloud', 'active')",
+    "INSERT INTO crawl_run (id, source, trigger, started_at, status, source_urls, seen, added, "
+    "changed, withdrawn, updated, rejected, unmapped) VALUES (1, 'm', 'cli', "
+    "'2026-12-02 00:00:00', 'ok', '[]', 1, 1, 0, 0, 0, 0, 0)",
+    "INSERT INTO offer (id, source, provider, sku, region, price_kind, unit, price_per, "
+    "gpu_inferred, gpu_count, price_floor, status, amount, currency, observation_id, "
+    "first_seen_at, first_seen_version, last_changed_at, last_changed_version) VALUES "
+    "(1, 'm', 'm', 's', 'r', 'on_demand', 'hour', 'instance', false, '1', false, 'active', "
+    "'2.5', 'USD', 2, '2026-12-02 00:00:00', 1, '2026-12-03 00:00:00', 2)",
+    "INSERT INTO price_observation (id, offer_id, amount, currency, valid_from, valid_to, "
+    "version_from, version_to, crawl_run_id, raw_sha256) VALUES "
+    "(1, 1, '2.4', 'USD', '2026-12-02 00:00:00', '2026-12-03 00:00:00', 1, 2, 1, 'ab'), "
+    "(2, 1, '2.5', 'USD', '2026-12-03 00:00:00', NULL, 2, NULL, 1, 'cd')",
+)
+OBSERVATIONS = (
+    "SELECT id, offer_id, amount, version_from, version_to, crawl_run_id, raw_sha256 "
+    "FROM price_observation ORDER BY id"
+)
+
+
+BEFORE_HISTORY_INDEXES = "0018"
+"""The revision 0014 follows (main merged 0018 after 0013 first)."""
+
+
+def _history_indexes_roundtrip(url: str) -> None:
+    """0014 swaps the observation indexes for (offer, version) and (version, offer) ones and
+    back, on a table holding observations (closed and open): every row stays as it was."""
+    upgrade(url, BEFORE_HISTORY_INDEXES)
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            for statement in OBSERVATION_ROWS:
+                conn.execute(text(statement))
+            rows = conn.execute(text(OBSERVATIONS)).all()
+        assert len(rows) == 2
+        assert _indexes(engine)["ix_price_observation_offer_valid"] == ["offer_id", "valid_from"]
+        upgrade(url)
+        engine.dispose()
+        indexes = _indexes(engine)
+        assert "ix_price_observation_offer_valid" not in indexes
+        assert indexes["ix_price_observation_offer_version"] == [
+            "offer_id",
+            "version_from",
+            "version_to",
+        ]
+        assert indexes["ix_price_observation_version_from"] == ["version_from", "offer_id"]
+        assert indexes["ix_price_observation_version_to"] == ["version_to", "offer_id"]
+        with engine.connect() as conn:
+            assert conn.execute(text(OBSERVATIONS)).all() == rows
+        downgrade(url, BEFORE_HISTORY_INDEXES)
+        engine.dispose()
+        indexes = _indexes(engine)
+        assert "ix_price_observation_offer_version" not in indexes
+        assert indexes["ix_price_observation_offer_valid"] == ["offer_id", "valid_from"]
+        assert indexes["ix_price_observation_version_from"] == ["version_from"]
+        assert indexes["ix_price_observation_version_to"] == ["version_to"]
+        with engine.connect() as conn:
+            assert conn.execute(text(OBSERVATIONS)).all() == rows
+        upgrade(url)
+        engine.dispose()
+        with engine.connect() as conn:
+            assert conn.execute(text(OBSERVATIONS)).all() == rows
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_history_indexes_up_down_up_with_rows(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _history_indexes_roundtrip(f"sqlite:///{tmp_path / 'm.db'}")
+
+
+@pytest.mark.postgres
+def test_postgres_history_indexes_up_down_up_with_rows() -> None:
+    with scratch_pg_database() as url:
+        _history_indexes_roundtrip(url)

@@ -1,0 +1,509 @@
+"""History at scale (issue 20, item 5): a year of hourly crawls of a busy source.
+
+The catalog: GPUATLAS_BENCH_HISTORY_OFFERS offers (default 200,000) ingested once a year
+ago through the real ingest (catalog version 1), then GPUATLAS_BENCH_HISTORY_CHANGES
+offers (default 570) repriced by every later crawl until the table holds
+GPUATLAS_BENCH_HISTORY_OBSERVATIONS observations (default 5,000,000: ~8,400 versions, an
+hourly crawl for a year). Of each crawl's changes GPUATLAS_BENCH_HISTORY_HOT (default 20)
+are the same "hot" offers every time (a price that moves every hour) and the rest go round
+the catalog (each offer ~24 prices a year).
+
+Those later versions are bulk-written (:func:`versions`, ``service.catalog.bulk``:
+SQLite ``executemany``, PostgreSQL ``COPY``) as the ingest writes them: one ``crawl_run``
+(status ok, counts, its raw payload and ``crawl_run_payload`` row) and one
+``catalog_version`` per crawl; observations in the order the ingest appends them (ids
+follow versions, so one offer's rows are spread over the table as in production), each
+closed by the next price of its offer (``version_to`` / ``valid_to`` = that version and its
+time) and carrying its crawl run and payload hash; the offers' current state
+(``observation_id``, amount, USD per GPU-hour and its sort key, last change) follows the
+last price. The offers and their first prices come from ``tests/bench/api.py``
+(:func:`tests.bench.api.prepare`, :func:`tests.bench.api.bench_records`).
+
+Measured in-process through ``service.query`` (what the API routes and ``gpuatlas
+history`` / ``diff`` run), p50 and p99 per kind: one offer's history raw and at day
+resolution (a round-the-catalog offer, and a hot one), the diff of two consecutive
+versions, a page of the change feed (``GET /v1/changes``), the listing ``as_of`` a month
+back (default order, and four filters), and exports (CSV rows/s through the export route's
+generator, current and ``as_of``). Also bytes per observation on disk (table and its
+indexes: SQLite ``dbstat``, PostgreSQL ``pg_total_relation_size``), the build time, and
+the plans of each kind's slowest statement. GPUATLAS_BENCH_HISTORY_SECONDS: seconds per
+measurement (default 3). GPUATLAS_BENCH_HISTORY_BACKENDS: sqlite,postgresql (default both;
+PostgreSQL only with GPUATLAS_TEST_POSTGRES_URL, in a fresh database dropped after).
+GPUATLAS_BENCH_HISTORY_KEEP=path: build the SQLite file there and keep it.
+
+Quick run: ``GPUATLAS_BENCH_HISTORY_OFFERS=20000 GPUATLAS_BENCH_HISTORY_OBSERVATIONS=500000
+.venv/bin/python -m tests.bench.history``. Asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import statistics
+import tempfile
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from decimal import Decimal
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, event, select, text
+
+from schema.prices import sort_key_e10
+from schema.types import utcnow
+from service.alerts.listeners import install
+from service.catalog.bulk import bulk_insert
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult
+from service.query.filters import ComplianceSets, OfferFilters
+from service.query.history import history_buckets, offer_history
+from service.query.offers import list_offers
+from service.query.sql import OBS, OFFER, RUN, VERSION
+from service.query.versions import change_feed, current_version, diff_versions, version_at
+from tests.bench.api import bench_records, prepare, repriced
+
+N = int(os.environ.get("GPUATLAS_BENCH_HISTORY_OFFERS", "200000"))
+OBSERVATIONS = int(os.environ.get("GPUATLAS_BENCH_HISTORY_OBSERVATIONS", "5000000"))
+CHANGES = int(os.environ.get("GPUATLAS_BENCH_HISTORY_CHANGES", "570"))
+HOT = int(os.environ.get("GPUATLAS_BENCH_HISTORY_HOT", "20"))
+SECONDS = float(os.environ.get("GPUATLAS_BENCH_HISTORY_SECONDS", "3"))
+KEEP = os.environ.get("GPUATLAS_BENCH_HISTORY_KEEP")
+BACKENDS = {
+    "postgresql" if name.strip() in ("postgres", "pg") else name.strip()
+    for name in os.environ.get("GPUATLAS_BENCH_HISTORY_BACKENDS", "sqlite,postgresql").split(",")
+}
+SOURCE = "bench"
+LISTING = OfferFilters(gpu="h100", not_country=("US",), min_gpus=Decimal(2), price_kind="on_demand")
+
+
+def build(url: str) -> dict[str, Any]:
+    """The catalog of the module docstring; returns what the measurements need."""
+    began = time.perf_counter()
+    engine, settings, start = prepare(url)
+    records = bench_records(N)
+    ingest(engine, settings, CrawlResult(source=SOURCE, records=records), now=start)
+    ingested = time.perf_counter() - began
+    count = max(0, round((OBSERVATIONS - N) / max(1, CHANGES)))
+    versions(engine, start, count)
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as conn:  # what autovacuum would do soon; repeatable plans now
+            conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("ANALYZE")
+    with engine.connect() as conn:
+        latest = current_version(conn)
+        observations = conn.execute(text("SELECT count(*) FROM price_observation")).scalar()
+    built = time.perf_counter() - began
+    print(
+        f"  catalog: {N:,} offers, {latest:,} versions, {observations:,} observations; "
+        f"first ingest {ingested:.0f} s, build {built:.0f} s"
+    )
+    return {"engine": engine, "latest": latest, "observations": observations, "build_s": built}
+
+
+OBS_COLUMNS = (
+    "id",
+    "offer_id",
+    "amount",
+    "currency",
+    "hourly_amount",
+    "amount_usd",
+    "hourly_usd",
+    "gpu_hour_usd",
+    "fx_rate",
+    "fx_date",
+    "fx_source",
+    "valid_from",
+    "valid_to",
+    "version_from",
+    "version_to",
+    "crawl_run_id",
+    "raw_sha256",
+)
+
+
+def changed_at(version: int, n: int) -> list[int]:
+    """Offer positions (0-based, in id order) repriced by catalog ``version`` (>= 2)."""
+    k = version - 2
+    rest = CHANGES - HOT
+    span = n - HOT
+    return list(range(HOT)) + [HOT + (k * rest + i) % span for i in range(min(rest, span))]
+
+
+def versions(engine: Engine, start: datetime, count: int) -> None:
+    """Bulk-write ``count`` hourly crawls after version 1 (see the module docstring)."""
+    began = time.perf_counter()
+    with engine.connect() as conn:
+        seeds = conn.execute(
+            select(
+                OBS.c.id,
+                OBS.c.offer_id,
+                OBS.c.amount,
+                OBS.c.currency,
+                OBS.c.hourly_amount,
+                OBS.c.amount_usd,
+                OBS.c.hourly_usd,
+                OBS.c.gpu_hour_usd,
+                OBS.c.fx_rate,
+                OBS.c.fx_date,
+                OBS.c.fx_source,
+                OBS.c.crawl_run_id,
+            ).order_by(OBS.c.offer_id)
+        ).all()
+        first_run = int(conn.execute(select(RUN.c.id).order_by(RUN.c.id.desc())).scalar() or 0)
+    n = len(seeds)
+    now = utcnow()
+    step = (now - start) / (count + 1)
+    when = [start] + [start + step * k for k in range(1, count + 1)]  # when[v - 1]: version v
+    # every offer's change versions, so each row knows the version that closes it
+    changes: list[list[int]] = [[] for _ in range(n)]
+    for version in range(2, count + 2):
+        for position in changed_at(version, n):
+            changes[position].append(version)
+    run_of = {version: first_run + version - 1 for version in range(2, count + 2)}
+    sha_of = {v: hashlib.sha256(f"bench crawl {v}".encode()).hexdigest() for v in run_of}
+    # each offer alternates between its first price and one a cent above it
+    variants = []
+    for seed in seeds:
+        _, _, amount, currency, *derived, fx_rate, fx_date, fx_source, _ = seed
+        moved = repriced(amount, derived, amount + Decimal("0.01"))
+        variants.append(((amount, *derived), tuple(moved), currency, fx_rate, fx_date, fx_source))
+    next_id = max(s[0] for s in seeds) + 1
+    last: list[tuple[int, int, Any]] = []  # per offer: (observation id, version, gpu_hour_usd)
+
+    def rows() -> Iterator[tuple[Any, ...]]:
+        nonlocal next_id
+        upto = [0] * n  # per offer: how many of its changes were written
+        for position, seed in enumerate(seeds):  # version 1: the ingest's rows, now closed
+            closing = changes[position][0] if changes[position] else None
+            yield _row(seed[0], seed, variants[position][0], variants[position], 1, closing, when)
+        for version in range(2, count + 2):
+            for position in changed_at(version, n):
+                seed, done = seeds[position], upto[position]
+                upto[position] = done + 1
+                his = changes[position]
+                closing = his[done + 1] if done + 1 < len(his) else None
+                prices = variants[position][(done + 1) % 2]
+                row = _row(next_id, seed, prices, variants[position], version, closing, when)
+                yield (*row[:-2], run_of[version], sha_of[version])
+                next_id += 1
+
+    with engine.begin() as conn:
+        bulk_insert(
+            conn,
+            RUN,
+            ("id", "source", "trigger", "started_at", "finished_at", "status", "parser_version")
+            + ("source_urls", "seen", "changed", "catalog_version"),
+            [
+                (run, SOURCE, "schedule", when[v - 1], when[v - 1], "ok", "1")
+                + ("[]", n, CHANGES, v)
+                for v, run in run_of.items()
+            ],
+            {"added": 0, "withdrawn": 0, "updated": 0, "rejected": 0, "unmapped": 0},
+        )
+        bulk_insert(
+            conn,
+            VERSION,
+            ("id", "created_at", "source", "crawl_run_id", "changed"),
+            [(v, when[v - 1], SOURCE, run, CHANGES) for v, run in run_of.items()],
+            {"added": 0, "withdrawn": 0, "updated": 0},
+        )
+        bulk_insert(
+            conn,
+            _table(conn, "raw_payload"),
+            ("sha256", "size", "compressed", "content_type", "first_seen_at"),
+            [
+                (sha, 20, zlib.compress(f"bench crawl {v}".encode()), "text/plain", when[v - 1])
+                for v, sha in sha_of.items()
+            ],
+        )
+        bulk_insert(
+            conn,
+            _table(conn, "crawl_run_payload"),
+            ("crawl_run_id", "sha256", "url", "status_code", "fetched_at"),
+            [
+                (run_of[v], sha, "https://bench.invalid/", 200, when[v - 1])
+                for v, sha in sha_of.items()
+            ],
+        )
+        conn.execute(OBS.delete())  # rewritten below, with their closing versions
+        tracked = _tracking(rows(), last, n)
+        if conn.dialect.name == "postgresql":  # COPY streams the rows as they are built
+            bulk_insert(conn, OBS, OBS_COLUMNS, tracked)
+        else:  # executemany takes a list: 100,000 rows at a time bound the memory
+            while chunk := list(islice(tracked, 100_000)):
+                bulk_insert(conn, OBS, OBS_COLUMNS, chunk)
+        _offers_follow(conn, last, when)
+    print(
+        f"  versions: {count:,} crawls of {CHANGES} changes ({HOT} hot) bulk-written after "
+        f"version 1 in {time.perf_counter() - began:.0f} s"
+    )
+
+
+def _table(conn: Connection, name: str) -> Any:
+    from sqlalchemy import MetaData, Table
+
+    return Table(name, MetaData(), autoload_with=conn)
+
+
+def _row(
+    row_id: int,
+    seed: Any,
+    prices: tuple[Any, ...],
+    variant: tuple[Any, ...],
+    version: int,
+    closing: int | None,
+    when: list[datetime],
+) -> tuple[Any, ...]:
+    _, currency, fx_rate, fx_date, fx_source = variant[1:]
+    return (
+        row_id,
+        seed[1],
+        prices[0],
+        currency,
+        *prices[1:],
+        fx_rate,
+        fx_date,
+        fx_source,
+        when[version - 1],
+        None if closing is None else when[closing - 1],
+        version,
+        closing,
+        seed[-1],
+        None,
+    )
+
+
+def _tracking(
+    rows: Iterator[tuple[Any, ...]], last: list[tuple[int, int, Any]], n: int
+) -> Iterator[tuple[Any, ...]]:
+    """Pass the rows through, keeping each offer's open row (id, version, USD per GPU-hour)."""
+    state: dict[int, tuple[int, int, Any, Any]] = {}
+    for row in rows:
+        if row[14] is None:
+            state[row[1]] = (row[0], row[13], row[7], row[2])
+        yield row
+    last.extend((offer, *state[offer]) for offer in sorted(state))  # type: ignore[arg-type]
+
+
+def _offers_follow(conn: Connection, last: list[Any], when: list[datetime]) -> None:
+    """Each offer's current state is its last price."""
+    values = [
+        (obs_id, amount, gpu_hour, sort_key_e10(gpu_hour), when[version - 1], version, offer)
+        for offer, obs_id, version, gpu_hour, amount in last
+    ]
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql(
+            "UPDATE offer SET observation_id = ?, amount = ?, gpu_hour_usd = ?, "
+            "gpu_hour_usd_e10 = ?, last_changed_at = ?, last_changed_version = ? WHERE id = ?",
+            values,  # type: ignore[arg-type]
+        )
+        return
+    conn.exec_driver_sql(
+        "CREATE TEMP TABLE offer_now (observation_id bigint, amount numeric, "
+        "gpu_hour_usd numeric, e10 bigint, changed_at timestamptz, changed_version int, "
+        "id int) ON COMMIT DROP"
+    )
+    raw: Any = conn.connection.driver_connection
+    with raw.cursor() as cur, cur.copy("COPY offer_now FROM STDIN") as copy:
+        for row in values:
+            copy.write_row(row)
+    conn.exec_driver_sql(
+        "UPDATE offer o SET observation_id = n.observation_id, amount = n.amount, "
+        "gpu_hour_usd = n.gpu_hour_usd, gpu_hour_usd_e10 = n.e10, "
+        "last_changed_at = n.changed_at, last_changed_version = n.changed_version "
+        "FROM offer_now n WHERE o.id = n.id"
+    )
+
+
+# --- measurements ---------------------------------------------------------------------------
+
+
+def bytes_per_observation(conn: Connection, observations: int) -> dict[str, float]:
+    """The table's and each of its indexes' bytes on disk, per observation."""
+    if conn.dialect.name == "sqlite":
+        rows = conn.exec_driver_sql(
+            "SELECT name, sum(pgsize) FROM dbstat WHERE name = 'price_observation' OR name IN "
+            "(SELECT name FROM sqlite_master WHERE tbl_name = 'price_observation') GROUP BY name"
+        ).all()
+    else:
+        rows = conn.exec_driver_sql(
+            "SELECT 'price_observation', pg_relation_size('price_observation') "
+            "+ coalesce(pg_relation_size(reltoastrelid), 0) FROM pg_class "
+            "WHERE relname = 'price_observation' UNION ALL "
+            "SELECT indexrelid::regclass::text, pg_relation_size(indexrelid) FROM pg_index "
+            "WHERE indrelid = 'price_observation'::regclass"
+        ).all()
+    parts = {name: int(size) / observations for name, size in rows}
+    parts["total"] = sum(parts.values())
+    return parts
+
+
+class Statements:
+    """Records each statement's SQL, parameters and time while :meth:`watch` is active."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine, self.active = engine, False
+        self.seen: list[tuple[float, str, Any]] = []
+        event.listen(engine, "before_cursor_execute", self._before)
+        event.listen(engine, "after_cursor_execute", self._after)
+
+    def _before(self, conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
+        conn.info["bench_t0"] = time.perf_counter()
+
+    def _after(self, conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
+        if self.active:
+            elapsed = time.perf_counter() - conn.info.pop("bench_t0", time.perf_counter())
+            self.seen.append((elapsed, statement, params))
+
+    @contextmanager
+    def watch(self) -> Iterator[list[tuple[float, str, Any]]]:
+        self.seen, self.active = [], True
+        try:
+            yield self.seen
+        finally:
+            self.active = False
+
+
+def plan(conn: Connection, statement: str, params: Any) -> str:
+    prefix = "EXPLAIN QUERY PLAN " if conn.dialect.name == "sqlite" else "EXPLAIN "
+    rows = conn.exec_driver_sql(prefix + statement, params).all()
+    if conn.dialect.name == "sqlite":
+        return "\n".join(f"      {r[-1]}" for r in rows)
+    return "\n".join(f"      {r[0]}" for r in rows)
+
+
+def measure(label: str, calls: list[Callable[[], Any]], seconds: float) -> dict[str, float]:
+    """p50 / p99 of ``calls`` run in turns for ``seconds``."""
+    calls[0]()  # warm
+    times: list[float] = []
+    end = time.perf_counter() + seconds
+    i = 0
+    while time.perf_counter() < end or len(times) < 5:
+        t0 = time.perf_counter()
+        calls[i % len(calls)]()
+        times.append(time.perf_counter() - t0)
+        i += 1
+    times.sort()
+    figure = {
+        "p50_ms": statistics.median(times) * 1000,
+        "p99_ms": times[min(len(times) - 1, int(len(times) * 0.99))] * 1000,
+        "n": len(times),
+    }
+    print(
+        f"  {label:<44} p50 {figure['p50_ms']:8.2f} ms  p99 {figure['p99_ms']:8.2f} ms  "
+        f"({figure['n']} calls)"
+    )
+    return figure
+
+
+def export_rate(engine: Engine, version: int | None) -> float:
+    """Rows/s of the export route's CSV generator (its SQLite or PostgreSQL path)."""
+    from service.api.routes.export import _text
+
+    t0 = time.perf_counter()
+    body = _text(engine, OfferFilters(), ComplianceSets(), version, jsonl=False)
+    lines = sum(chunk.count(b"\n") for chunk in body)
+    return (lines - 1) / (time.perf_counter() - t0)
+
+
+def run_backend(name: str, url: str) -> None:
+    print(f"\n[{name}]")
+    built = build(url)
+    engine: Engine = built["engine"]
+    latest: int = built["latest"]
+    rng = random.Random(20)
+    watcher = Statements(engine)
+    with engine.connect() as conn:
+        size = bytes_per_observation(conn, built["observations"])
+        print(
+            "  bytes per observation: "
+            + ", ".join(f"{k} {v:.1f}" for k, v in size.items() if k != "total")
+            + f"; total {size['total']:.1f}"
+        )
+        month_back = version_at(conn, utcnow() - timedelta(days=30))
+        offers = [int(r[0]) for r in conn.execute(select(OFFER.c.id).order_by(OFFER.c.id))]
+        hot = offers[0]
+        typical = [offers[rng.randrange(HOT, len(offers))] for _ in range(200)]
+        year = utcnow() - timedelta(days=365)
+
+        def day(offer_id: int) -> Callable[[], Any]:
+            return lambda: history_buckets(
+                offer_history(conn, offer_id, year), "day", year, utcnow()
+            )
+
+        pairs = [rng.randrange(3, latest + 1) for _ in range(200)]
+        kinds: dict[str, list[Callable[[], Any]]] = {
+            "history raw, one offer (~24 prices)": [
+                (lambda o=o: offer_history(conn, o)) for o in typical
+            ],
+            "history day, one offer, a year": [day(o) for o in typical],
+            "history raw, hot offer (every version)": [lambda: offer_history(conn, hot)],
+            "history day, hot offer, a year": [day(hot)],
+            "diff of two consecutive versions": [
+                (lambda v=v: diff_versions(conn, v - 1, v)) for v in pairs
+            ],
+            "change feed page (limit 1000)": [
+                (lambda v=v: change_feed(conn, v - 10, latest, limit=1000)) for v in pairs
+            ],
+            "as_of a month back, listing (100)": [
+                lambda: list_offers(conn, OfferFilters(), 100, version=month_back)
+            ],
+            "as_of a month back, 4 filters (100)": [
+                lambda: list_offers(conn, LISTING, 100, version=month_back)
+            ],
+        }
+        if conn.dialect.name == "postgresql":  # what PostgreSQL's JIT compilation costs them
+            plain = engine.connect()
+            plain.exec_driver_sql("SET jit = off")
+            kinds["as_of a month back, listing (100), jit off"] = [
+                lambda: list_offers(plain, OfferFilters(), 100, version=month_back)
+            ]
+            kinds["as_of a month back, 4 filters (100), jit off"] = [
+                lambda: list_offers(plain, LISTING, 100, version=month_back)
+            ]
+        figures: dict[str, dict[str, float]] = {}
+        slowest: dict[str, tuple[float, str, Any]] = {}
+        for label, calls in kinds.items():
+            figures[label] = measure(label, calls, SECONDS)
+            with watcher.watch() as seen:
+                calls[0]()
+            if seen:
+                slowest[label] = max(seen, key=lambda s: s[0])
+    print(f"  export csv, current: {export_rate(engine, None):,.0f} rows/s")
+    print(f"  export csv, as_of a month back: {export_rate(engine, month_back):,.0f} rows/s")
+    print(f"  build {built['build_s']:.0f} s; bytes/observation {size['total']:.1f}")
+    print("  slowest statement of each kind, with its plan:")
+    with engine.connect() as conn:
+        for label, (elapsed, statement, params) in sorted(
+            slowest.items(), key=lambda item: -item[1][0]
+        )[:4]:
+            print(f"    {label}: {elapsed * 1000:.1f} ms")
+            print("      " + " ".join(statement.split())[:300])
+            print(plan(conn, statement, params))
+    engine.dispose()
+
+
+def main() -> None:
+    install()  # the first ingest writes its alert events, as the CLI's does
+    if "sqlite" in BACKENDS:
+        if KEEP:
+            Path(KEEP).unlink(missing_ok=True)
+            run_backend("sqlite", f"sqlite:///{KEEP}")
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                run_backend("sqlite", f"sqlite:///{Path(tmp) / 'history.db'}")
+    pg = os.environ.get("GPUATLAS_TEST_POSTGRES_URL")
+    if pg and "postgresql" in BACKENDS:
+        from service.core.db import normalize_url
+        from tests.support.pg import pg_database
+
+        with pg_database(normalize_url(pg)) as url:
+            run_backend("postgresql", url)
+
+
+if __name__ == "__main__":
+    main()
