@@ -90,12 +90,12 @@ def ingest_jsonl(
     url = path.resolve().as_uri()
     payload = Payload(url, None, datetime.now(UTC), "application/jsonl", path=path)
     run_id = start_crawl_run(engine, source, trigger=trigger)
-    records = read_jsonl(path, source)
     try:
         if complete:
             confirmed = confirm_unchanged(engine, source, run_id, [payload], [url], None)
             if confirmed is not None:
                 return confirmed
+        records = read_jsonl(path, source)
         return ingest(
             engine,
             settings,
