@@ -7,6 +7,7 @@ number is accepted only through its shortest text form, never as a binary float.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
@@ -35,12 +36,43 @@ _PLAIN_DECIMAL = re.compile(r"[+-]?[0-9]*\.?[0-9]*")
 after its point."""
 
 
+MEMO_LIMIT = 1 << 16
+"""Entries per validator memo (see :func:`_memo`); a full memo starts again empty."""
+
+
+def _memo(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``check`` (a pure validator of one value) remembering its result per exact ``str``
+    input: a crawl repeats a few hundred spellings (providers, regions, SKUs, amounts) over
+    hundreds of thousands of records. Errors are not remembered (they raise again), and
+    only plain ``str`` inputs are, so the answer is the one ``check`` would give."""
+    results: dict[str, Any] = {}
+
+    def remembered(value: Any) -> Any:
+        if type(value) is not str:
+            return check(value)
+        found = results.get(value, _MISSING)
+        if found is _MISSING:
+            found = check(value)
+            if len(results) >= MEMO_LIMIT:
+                results.clear()
+            results[value] = found
+        return found
+
+    remembered.__wrapped__ = check  # type: ignore[attr-defined]
+    return remembered
+
+
+_MISSING = object()
+
+
+@_memo
 def _clean_text(value: str) -> str:
     if _CONTROL_RE.search(value):
         raise ValueError("contains control or bidirectional-override characters")
     return value
 
 
+@_memo
 def _to_decimal(value: Any) -> Any:
     """A finite decimal of at most :data:`MAX_DECIMAL_PLACES` places, from a decimal string,
     an int, a Decimal, or a float through its shortest text form (never a boolean); any
@@ -89,6 +121,36 @@ Dec = Annotated[Decimal, BeforeValidator(_to_decimal)]
 Text = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_clean_text)]
 
 
+@_memo
+def _slug(value: str) -> str:
+    if not SLUG_RE.match(value):
+        raise ValueError("must be a lowercase slug (a-z, 0-9, '.', '_', '-')")
+    return value
+
+
+@_memo
+def _source(value: str) -> str:
+    if not SOURCE_RE.match(value):
+        raise ValueError("must be a lowercase source name, optionally 'peer:provider'")
+    return value
+
+
+@_memo
+def _country_code(value: str) -> str:
+    code = value.upper()
+    if code not in country_codes():
+        raise ValueError(f"unknown ISO 3166-1 alpha-2 country {value[:8]!r}")
+    return code
+
+
+@_memo
+def _currency_code(value: str) -> str:
+    code = value.upper()
+    if code not in currency_codes():
+        raise ValueError(f"unknown ISO 4217 currency {value[:8]!r}")
+    return code
+
+
 class OfferRecord(BaseModel):
     """One price of one SKU in one region, as a source reports it."""
 
@@ -124,16 +186,12 @@ class OfferRecord(BaseModel):
     @field_validator("provider")
     @classmethod
     def _provider_slug(cls, value: str) -> str:
-        if not SLUG_RE.match(value):
-            raise ValueError("must be a lowercase slug (a-z, 0-9, '.', '_', '-')")
-        return value
+        return _slug(value)  # type: ignore[no-any-return]
 
     @field_validator("source")
     @classmethod
     def _source_name(cls, value: str) -> str:
-        if not SOURCE_RE.match(value):
-            raise ValueError("must be a lowercase source name, optionally 'peer:provider'")
-        return value
+        return _source(value)  # type: ignore[no-any-return]
 
     @field_validator("gpu_model")
     @classmethod
@@ -147,18 +205,12 @@ class OfferRecord(BaseModel):
     def _country(cls, value: str | None) -> str | None:
         if value is None or value == "":
             return None
-        code = value.upper()
-        if code not in country_codes():
-            raise ValueError(f"unknown ISO 3166-1 alpha-2 country {value[:8]!r}")
-        return code
+        return _country_code(value)  # type: ignore[no-any-return]
 
     @field_validator("currency")
     @classmethod
     def _currency(cls, value: str) -> str:
-        code = value.upper()
-        if code not in currency_codes():
-            raise ValueError(f"unknown ISO 4217 currency {value[:8]!r}")
-        return code
+        return _currency_code(value)  # type: ignore[no-any-return]
 
     @field_validator("amount")
     @classmethod

@@ -11,12 +11,12 @@ scripts. The catalog and the compliance loader import nothing of the alerts.
 from __future__ import annotations
 
 from service.alerts.certs import enqueue_certification_changes
-from service.alerts.outbox import enqueue_for_diff
+from service.alerts.outbox import enqueue_for_diff, wants_changes
 from service.catalog import diff_listener
 from service.compliance import listener as certification_listener
 
 
 def install() -> None:
     """Register the alerts' listeners in this process (idempotent)."""
-    diff_listener.listen(enqueue_for_diff)
+    diff_listener.listen(enqueue_for_diff, wants_changes)
     certification_listener.listen(enqueue_certification_changes)

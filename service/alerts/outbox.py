@@ -50,6 +50,12 @@ def idempotency_key(subscription_id: int, version: int, offer_id: int, event: st
     return f"gpa-{subscription_id}-{version}-{offer_id}-{event}"
 
 
+def wants_changes(conn: Connection) -> bool:
+    """Whether an ingest starting now must keep its changes for :func:`enqueue_for_diff`:
+    while some subscription is live."""
+    return bool(load_index(conn).size)
+
+
 def enqueue_for_diff(
     conn: Connection,
     version: int,

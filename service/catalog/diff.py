@@ -201,11 +201,13 @@ def implausible(
     conn: Connection,
     settings: Settings,
     source: str,
-    records: list[OfferRecord],
-    diff: Diff,
+    offers: int,
+    out_of_band: str | None,
 ) -> str | None:
-    """Why this crawl must not be applied, or None. Checked before anything is written."""
-    if not records:
+    """Why this crawl must not be applied, or None: ``offers`` valid offers, and the
+    reason of the first changed price outside the plausibility band (see
+    :func:`price_out_of_band`), if any. Decided before anything becomes visible."""
+    if not offers:
         return "empty result: no valid offers"
     last_good = conn.execute(
         select(RUN.c.seen)
@@ -215,21 +217,25 @@ def implausible(
     ).scalar()
     last_good = int(last_good or 0)
     enough_history = last_good >= max(1, settings.min_offers_for_ratio_check)
-    if enough_history and Decimal(len(records)) < settings.min_offer_ratio * last_good:
-        share = Decimal(len(records) * 100) / last_good
+    if enough_history and Decimal(offers) < settings.min_offer_ratio * last_good:
+        share = Decimal(offers * 100) / last_good
         return (
-            f"offer count dropped from {last_good} to {len(records)} "
+            f"offer count dropped from {last_good} to {offers} "
             f"({share:.0f} % < {settings.min_offer_ratio * 100:.0f} %)"
         )
-    factor = settings.max_price_factor
-    for old, record, _, _ in diff.changed:
-        if old.currency != record.currency:
-            continue
-        ratio = record.amount / old.amount
-        if ratio > factor or ratio < 1 / factor:
-            return (
-                f"price of {record.sku} in {record.region} ({record.price_kind}) moved "
-                f"from {old.amount} to {record.amount} {record.currency}: ×{ratio:.3g} "
-                f"exceeds the ×{factor} plausibility band"
-            )[:200]
+    return out_of_band
+
+
+def price_out_of_band(old: Current, record: OfferRecord, factor: Decimal) -> str | None:
+    """Why a changed price is implausible (it moved by more than ``factor`` either way in
+    its own currency), or None."""
+    if old.currency != record.currency:
+        return None
+    ratio = record.amount / old.amount
+    if ratio > factor or ratio < 1 / factor:
+        return (
+            f"price of {record.sku} in {record.region} ({record.price_kind}) moved "
+            f"from {old.amount} to {record.amount} {record.currency}: ×{ratio:.3g} "
+            f"exceeds the ×{factor} plausibility band"
+        )[:200]
     return None

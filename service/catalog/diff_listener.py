@@ -39,12 +39,23 @@ class DiffListener(Protocol):
 
 listener: DiffListener | None = None
 """The one listener of this process (see :func:`listen`)."""
+wants: Callable[[Connection], bool] | None = None
+"""Whether the listener will read an ingest's changes (see :func:`wanted`)."""
 
 
-def listen(new: DiffListener) -> None:
-    """Make ``new`` the listener every ingest of this process calls (idempotent)."""
-    global listener
-    listener = new
+def listen(new: DiffListener, interested: Callable[[Connection], bool] | None = None) -> None:
+    """Make ``new`` the listener every ingest of this process calls (idempotent);
+    ``interested`` tells, at the start of an ingest, whether it will read the changes."""
+    global listener, wants
+    listener, wants = new, interested
+
+
+def wanted(conn: Connection) -> bool:
+    """Whether this ingest must keep its changes for the listener. An ingest streams its
+    records in batches; the changes of all of them are kept (memory in proportion to the
+    changes) only when the listener will read them, e.g. while some alert subscription is
+    live. Without the hook, always."""
+    return True if wants is None else wants(conn)
 
 
 def required() -> DiffListener:

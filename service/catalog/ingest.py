@@ -15,7 +15,7 @@ validation (:mod:`~service.catalog.validation`), reference lookups
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -24,15 +24,24 @@ from sqlalchemy import Connection, Engine, func, select, update
 from schema.crawl import CrawlRun
 from schema.enums import CrawlStatus
 from schema.prices import CatalogVersion
+from schema.records import OfferRecord
 from schema.types import utcnow
 from service.catalog import diff_listener
-from service.catalog.columns import Key
-from service.catalog.diff import diff_offers, implausible, load_current
+from service.catalog.columns import ACTIVE, KEY_SEP, Key, join_key
+from service.catalog.diff import (
+    STATE_SEP,
+    Current,
+    Diff,
+    diff_offers,
+    implausible,
+    load_current,
+    price_out_of_band,
+)
 from service.catalog.diff_listener import DiffListener
 from service.catalog.fx import FxTable, Rate, check_against_stored, store_rates
-from service.catalog.locations import refresh_after_ingest
+from service.catalog.locations import location_targets, refresh
 from service.catalog.resolver import Reference, Resolver
-from service.catalog.results import CrawlResult, IngestResult, Payload, clip
+from service.catalog.results import CrawlResult, IngestError, IngestResult, Payload, clip
 from service.catalog.runs import INGEST_LOCK_KEY as INGEST_LOCK_KEY
 from service.catalog.runs import (
     lock_writer,
@@ -41,8 +50,9 @@ from service.catalog.runs import (
     store_rejections,
     store_unmapped,
 )
+from service.catalog.stream import BATCH_SIZE, Batches, DiffBuffer
 from service.catalog.unchanged import reference_digest, unmapped_list
-from service.catalog.validation import Validated, validate
+from service.catalog.validation import StreamValidator
 from service.catalog.writer import Writer, ensure_instance_types, ensure_providers
 from service.core.config import Settings
 from service.core.db import writer
@@ -59,95 +69,252 @@ def ingest(
     *,
     crawl_run_id: int | None = None,
     now: datetime | None = None,
+    batch_size: int = BATCH_SIZE,
 ) -> IngestResult:
-    """Apply one crawl of one source to the catalog, atomically."""
+    """Apply one crawl of one source to the catalog, atomically.
+
+    The records are read, validated, diffed and written ``batch_size`` at a time (see
+    :mod:`~service.catalog.stream`), inside one transaction. The writes go into a
+    savepoint: when the whole crawl turns out implausible, or an offer already written
+    turns out ambiguous (a later record of it with another price, or invalid), the
+    savepoint is rolled back; the crawl run, its payloads and rejections stay. An
+    ambiguous offer makes a second pass over the records with every such offer known
+    from the start: ``crawl.records`` must be iterable twice (a one-shot iterator is
+    kept in memory for it)."""
     on_diff = diff_listener.required()
     if crawl_run_id is None:
         crawl_run_id = start_crawl_run(
             engine, crawl.source, trigger=crawl.trigger, parser_version=crawl.parser_version
         )
-    # The crawl is validated on another thread while this one takes the lock, reads the
-    # source's current offers and stores the raw payloads: the read is one long database
-    # step and the payloads' compression a long zlib call, both without the GIL (see
-    # service.catalog.diff.load_current), so the two threads use both cores. Validation
-    # touches only the crawl; its errors surface from result(), inside the transaction.
-    with no_gc_pauses(), ThreadPoolExecutor(1, "gpuatlas-validate") as pool:
-        validating = pool.submit(validate, crawl)
-        with writer(engine).begin() as conn:
-            lock_writer(conn)
-            # taken under the lock: runs of a source finish in the order they wrote, which
-            # is the order an unchanged crawl reads them in (service.catalog.unchanged)
-            now = now or utcnow()
-            current = load_current(conn, crawl.source)
-            store_payloads(conn, crawl_run_id, crawl.payloads)
-            validated = validating.result()
-            return _apply(conn, settings, crawl, validated, current, crawl_run_id, now, on_diff)
+    records = crawl.records
+    if iter(records) is records:  # a one-shot iterator: kept for a second pass
+        records = list(records)
+    # The first batches are validated on another thread while this one takes the lock,
+    # reads the source's current offers and stores the raw payloads: the read is one long
+    # database step and the payloads' compression a long zlib call, both without the GIL
+    # (see service.catalog.diff.load_current).
+    with no_gc_pauses():
+        batches = Batches(crawl.source, records, crawl.rejections, size=batch_size)
+        try:
+            with writer(engine).begin() as conn:
+                lock_writer(conn)
+                # taken under the lock: runs of a source finish in the order they wrote,
+                # which is the order an unchanged crawl reads them in (unchanged.py)
+                now = now or utcnow()
+                current = load_current(conn, crawl.source)
+                store_payloads(conn, crawl_run_id, crawl.payloads)
+                context = _Context(
+                    conn,
+                    settings,
+                    crawl,
+                    current,
+                    Reference.load(conn),
+                    crawl_run_id,
+                    now,
+                    on_diff,
+                    diff_listener.wanted(conn),
+                )
+                digest = reference_digest(conn)  # what an unchanged re-crawl compares
+                applied = _apply(context, batches)
+                if applied is None:  # an offer written turned out ambiguous: again
+                    protected = batches.validator.protected
+                    batches = Batches(
+                        crawl.source, records, crawl.rejections, protected, batch_size
+                    )
+                    applied = _apply(context, batches)
+                    if applied is None:
+                        raise IngestError("the crawl's records differ between two readings")
+                return _close(context, batches.validator, applied, digest)
+        finally:
+            batches.close()
 
 
-def _apply(
-    conn: Connection,
-    settings: Settings,
-    crawl: CrawlResult,
-    validated: Validated,
-    current: dict[Key, str],
-    run_id: int,
-    now: datetime,
-    on_diff: DiffListener,
+@dataclass
+class _Context:
+    conn: Connection
+    settings: Settings
+    crawl: CrawlResult
+    current: dict[Key, str]
+    reference: Reference
+    run_id: int
+    now: datetime
+    on_diff: DiffListener
+    wants_diff: bool
+
+
+@dataclass
+class _Applied:
+    """One pass over the crawl's batches, written in ``savepoint``."""
+
+    savepoint: Any
+    resolver: Resolver
+    writer: Writer | None = None
+    out_of_band: list[tuple[Key, str]] = field(default_factory=list)
+    stated: dict[Key, Any] = field(default_factory=dict)
+    buffer: DiffBuffer | None = None
+    added: int = 0
+    changed: int = 0
+    updated: int = 0
+    withdrawn: list[Current] = field(default_factory=list)
+
+
+def _apply(context: _Context, batches: Batches) -> _Applied | None:
+    """Diff and write every batch in a savepoint; None (rolled back) when an offer
+    written turned out ambiguous, so the crawl must be applied again."""
+    conn, crawl, current = context.conn, context.crawl, context.current
+    reference = context.reference
+    applied = _Applied(
+        conn.begin_nested(),
+        Resolver(Reference(reference.gpus, set(reference.providers), reference.regions)),
+        buffer=DiffBuffer() if context.wants_diff else None,
+    )
+    resolver, validator, factor = (
+        applied.resolver,
+        batches.validator,
+        context.settings.max_price_factor,
+    )
+    targets = location_targets(conn) if ":" not in crawl.source else set()
+    for records, keys in batches:
+        if validator.late:
+            continue  # applied again; the rest is read for the offers to leave out
+        diff = diff_offers(records, keys, current, resolver, None)
+        for old, record, _, _ in diff.changed:
+            reason = price_out_of_band(old, record, factor)
+            if reason is not None:
+                applied.out_of_band.append((_key(record), reason))
+        ensure_providers(conn, diff.providers, resolver)
+        _write(context, applied, diff)
+        applied.added += len(diff.new) + len(diff.reopened)
+        applied.changed += len(diff.changed)
+        applied.updated += len(diff.touched)
+        if targets:
+            stated = applied.stated
+            for record, key in zip(records, keys, strict=True):
+                if record.region in targets:
+                    stated[key] = record.locations
+    if validator.late:
+        _roll_back(applied)
+        return None
+    if crawl.complete:  # what a complete crawl omits is withdrawn
+        omitted = current.keys() - validator.seen.keys() - validator.protected
+        active = f"{STATE_SEP}{ACTIVE}{STATE_SEP}"
+        withdrawn = [
+            Current.parse(key, current[key])
+            for key in omitted
+            if active in current[key]  # only the status field can hold "active"
+        ]
+        applied.withdrawn = sorted((o for o in withdrawn if o.status == ACTIVE), key=_offer_id)
+    return applied
+
+
+def _write(context: _Context, applied: _Applied, diff: Diff) -> None:
+    if diff.empty:
+        return
+    conn = context.conn
+    if applied.writer is None:
+        version = (conn.execute(select(func.max(VERSION.c.id))).scalar() or 0) + 1
+        applied.writer = Writer(
+            conn, FxTable.load(conn), context.run_id, context.now, version, context.crawl
+        )
+        applied.writer.open_version(context.crawl.source)
+    applied.writer.write(context.crawl.source, diff)
+    if applied.buffer is not None:
+        applied.buffer.add(diff, applied.writer.observation_rows())
+
+
+def _roll_back(applied: _Applied) -> None:
+    if applied.writer is not None:
+        applied.writer.abandon_load()
+    applied.savepoint.rollback()
+
+
+def _close(
+    context: _Context, validator: StreamValidator, applied: _Applied, digest: str
 ) -> IngestResult:
-    records = validated.records
+    """Decide (quarantine or not), finish the writes and record the crawl run."""
+    conn, crawl, settings = context.conn, context.crawl, context.settings
+    protected = validator.protected
+    rejections = validator.all_rejections()
+    offers = validator.offers
     result = IngestResult(
-        crawl_run_id=run_id,
+        crawl_run_id=context.run_id,
         status=CrawlStatus.ok,
-        seen=len(records),
-        rejected=len(validated.rejections),
-        rejections=validated.rejections,
+        seen=offers,
+        rejected=len(rejections),
+        rejections=rejections,
     )
-    store_rejections(conn, run_id, validated.rejections)
-    resolver = Resolver(Reference.load(conn))
-    digest = reference_digest(conn)  # what an unchanged re-crawl compares (unchanged.py)
-    diff = diff_offers(
-        records,
-        validated.keys,
-        current,
-        resolver,
-        validated.protected if crawl.complete else None,
-    )
-
-    reason = implausible(conn, settings, crawl.source, records, diff)
+    out_of_band = next((r for key, r in applied.out_of_band if key not in protected), None)
+    reason = implausible(conn, settings, crawl.source, offers, out_of_band)
     if reason is not None:
-        result.status = CrawlStatus.quarantined if records or current else CrawlStatus.failed
+        _roll_back(applied)
+        store_rejections(conn, context.run_id, rejections)
+        result.status = CrawlStatus.quarantined if offers or context.current else CrawlStatus.failed
         result.reason = reason
-        _finish(conn, crawl, result, now)
+        _finish(conn, crawl, result, context.now)
         return result
-
+    resolver = applied.resolver
+    _write(context, applied, Diff(withdrawn=applied.withdrawn))
+    if applied.writer is not None:
+        applied.writer.finish_load()
+    applied.savepoint.commit()
+    store_rejections(conn, context.run_id, rejections)
     resolver.tally_unmapped()
     result.unmapped = resolver.records_unmapped
-    ensure_providers(conn, diff.providers, resolver)
-    if not diff.empty:
-        version = (conn.execute(select(func.max(VERSION.c.id))).scalar() or 0) + 1
-        writer_ = Writer(conn, FxTable.load(conn), run_id, now, version, crawl)
-        writer_.write(crawl.source, diff)
-        # before the outbox reads them
-        refresh_after_ingest(conn, crawl.source, records, validated.regions)
-        on_diff(conn, version, diff, now, writer_.observation_rows)
-        result.catalog_version = version
-        if diff.new:
+    if ":" in crawl.source:  # a peer catalog: its providers' offers of every source
+        refresh(conn, {key.partition(KEY_SEP)[0] for key in validator.seen.keys() - protected})
+    elif validator.regions & location_targets(conn):
+        stated = {
+            _key_parts(key): locations
+            for key, locations in applied.stated.items()
+            if key not in protected
+        }
+        refresh(conn, {key[0] for key in stated}, source=crawl.source, stated=stated)
+    writer_ = applied.writer
+    if writer_ is not None:  # before the outbox reads them, the locations are refreshed
+        buffer = applied.buffer
+        if buffer is not None:
+            context.on_diff(conn, writer_.version, buffer.diff, context.now, buffer.observations)
+        else:  # nobody wants the changes (no live subscription): withdrawals at most
+            context.on_diff(
+                conn, writer_.version, Diff(withdrawn=applied.withdrawn), context.now, list
+            )
+        result.catalog_version = writer_.version
+        writer_.close_version(
+            added=applied.added,
+            changed=applied.changed,
+            withdrawn=len(applied.withdrawn),
+            updated=applied.updated,
+        )
+        if writer_.first_new_offer:
             ensure_instance_types(conn, writer_.first_new_offer)
-    else:  # no price changed; a source's locations (live capacity) may have
-        refresh_after_ingest(conn, crawl.source, records, validated.regions)
-    result.added = len(diff.new) + len(diff.reopened)
-    result.changed, result.withdrawn = len(diff.changed), len(diff.withdrawn)
-    result.updated = len(diff.touched)
-    store_unmapped(conn, run_id, crawl.source, resolver.unmapped)
+    result.added, result.changed = applied.added, applied.changed
+    result.withdrawn, result.updated = len(applied.withdrawn), applied.updated
+    store_unmapped(conn, context.run_id, crawl.source, resolver.unmapped)
     _finish(
         conn,
         crawl,
         result,
-        now,
+        context.now,
         reference_digest=digest,
         unmapped_counts=unmapped_list(resolver.unmapped),
     )
     return result
+
+
+def _key(record: OfferRecord) -> Key:
+    fields = record.__dict__
+    return join_key(
+        (fields["provider"], fields["sku"], fields["region"], fields["price_kind"], fields["unit"])
+    )
+
+
+def _key_parts(key: Key) -> tuple[str, str, str, str, str]:
+    provider, sku, region, price_kind, unit = key.split(KEY_SEP)
+    return provider, sku, region, price_kind, unit
+
+
+def _offer_id(offer: Current) -> int:
+    return offer.id
 
 
 def _finish(

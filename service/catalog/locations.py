@@ -366,6 +366,12 @@ def _chunks(ids: list[int], size: int = 500) -> Iterable[list[int]]:
 _provider_of = attrgetter("provider")
 
 
+def location_targets(conn: Connection) -> set[str]:
+    """The region codes whose offers get locations: ``global`` and the reference groups."""
+    groups = select(REGION.c.code).where(REGION.c.members.is_not(None))
+    return {GLOBAL_REGION, *conn.execute(groups).scalars()}
+
+
 def refresh_after_ingest(
     conn: Connection, source: str, records: Sequence[Any], regions: Collection[str]
 ) -> None:
@@ -378,8 +384,7 @@ def refresh_after_ingest(
     if ":" in source:
         refresh(conn, set(map(_provider_of, records)))
         return
-    groups = select(REGION.c.code).where(REGION.c.members.is_not(None))
-    targets = {GLOBAL_REGION, *conn.execute(groups).scalars()}.intersection(regions)
+    targets = location_targets(conn).intersection(regions)
     if not targets:
         return
     # every placeable record says something: None (no locations) clears a source basis
@@ -415,6 +420,7 @@ __all__ = [
     "Places",
     "derive",
     "in_countries",
+    "location_targets",
     "locations_of",
     "locations_text",
     "outside_countries",

@@ -1,10 +1,12 @@
-"""OfferRecords as JSON Lines: read a file (bad lines rejected, never fatal) and ingest it."""
+"""OfferRecords as JSON Lines: read a file (bad lines rejected, never fatal) and ingest it,
+a batch of lines at a time."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 from sqlalchemy import Engine
@@ -15,34 +17,59 @@ from service.catalog.results import CrawlResult, IngestResult, Payload, Rejectio
 from service.catalog.runs import finish_crawl_run, start_crawl_run
 from service.catalog.unchanged import confirm_unchanged
 from service.core.config import Settings
-from service.core.gcpause import no_gc_pauses
 
 MAX_LINE_BYTES = 1 << 20
 
 
-def read_jsonl(path: Path, source: str) -> tuple[list[Any], list[Rejection]]:
-    """Each line's object (``source`` filled in when absent) and one rejection per bad line."""
-    records: list[Any] = []
-    rejections: list[Rejection] = []
-    with path.open("rb") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            position = number - 1
-            if len(line) > MAX_LINE_BYTES:
-                rejections.append(
-                    Rejection(position, f"line {number}: longer than {MAX_LINE_BYTES} bytes")
-                )
-                continue
-            try:
-                value = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                rejections.append(Rejection(position, f"line {number}: invalid JSON ({exc})"))
-                continue
-            if isinstance(value, dict):
-                value.setdefault("source", source)
-            records.append(value)
-    return records, rejections
+class JsonlRecords:
+    """A JSON Lines file's records: each line's object (``source`` filled in when absent),
+    read afresh, a line at a time, each time it is iterated; one rejection per bad line in
+    :attr:`rejections` (refilled by each reading). A line longer than
+    :data:`MAX_LINE_BYTES` is rejected without being held in memory."""
+
+    def __init__(self, path: Path, source: str) -> None:
+        self.path, self.source = path, source
+        self.rejections: list[Rejection] = []
+
+    def __iter__(self) -> Iterator[Any]:
+        self.rejections.clear()
+        reject, source, loads = self.rejections.append, self.source, orjson.loads
+        with self.path.open("rb") as handle:
+            for number, line in enumerate(_lines(handle), start=1):
+                position = number - 1
+                if line is None:
+                    reject(
+                        Rejection(position, f"line {number}: longer than {MAX_LINE_BYTES} bytes")
+                    )
+                    continue
+                if not line.strip():
+                    continue
+                try:
+                    value = loads(line)
+                except orjson.JSONDecodeError as exc:
+                    reject(Rejection(position, f"line {number}: invalid JSON ({exc})"))
+                    continue
+                if isinstance(value, dict):
+                    value.setdefault("source", source)
+                yield value
+
+
+def _lines(handle: BinaryIO) -> Iterator[bytes | None]:
+    """Each line of ``handle`` (with its newline), None for a line longer than
+    :data:`MAX_LINE_BYTES` (its newline included), which is skipped in chunks."""
+    readline = handle.readline
+    while line := readline(MAX_LINE_BYTES + 1):
+        if len(line) <= MAX_LINE_BYTES:
+            yield line
+            continue
+        while not line.endswith(b"\n") and (line := readline(1 << 20)):
+            pass
+        yield None
+
+
+def read_jsonl(path: Path, source: str) -> JsonlRecords:
+    """The records of a JSON Lines file, read when iterated (see :class:`JsonlRecords`)."""
+    return JsonlRecords(path, source)
 
 
 def ingest_jsonl(
@@ -63,27 +90,26 @@ def ingest_jsonl(
     url = path.resolve().as_uri()
     payload = Payload(url, None, datetime.now(UTC), "application/jsonl", path=path)
     run_id = start_crawl_run(engine, source, trigger=trigger)
-    if complete:
-        confirmed = confirm_unchanged(engine, source, run_id, [payload], [url], None)
-        if confirmed is not None:
-            return confirmed
     try:
-        with no_gc_pauses():  # a large file's objects live until the ingest ends
-            records, rejections = read_jsonl(path, source)
-    except OSError as exc:
+        if complete:
+            confirmed = confirm_unchanged(engine, source, run_id, [payload], [url], None)
+            if confirmed is not None:
+                return confirmed
+        records = read_jsonl(path, source)
+        return ingest(
+            engine,
+            settings,
+            CrawlResult(
+                source=source,
+                records=records,
+                rejections=records.rejections,
+                payloads=[payload],
+                source_urls=[url],
+                complete=complete,
+                trigger=trigger,
+            ),
+            crawl_run_id=run_id,
+        )
+    except OSError as exc:  # hashed, then read while it is ingested: nothing was written
         finish_crawl_run(engine, run_id, CrawlStatus.failed, "unreadable file", error=str(exc))
         raise
-    return ingest(
-        engine,
-        settings,
-        CrawlResult(
-            source=source,
-            records=records,
-            rejections=rejections,
-            payloads=[payload],
-            source_urls=[url],
-            complete=complete,
-            trigger=trigger,
-        ),
-        crawl_run_id=run_id,
-    )

@@ -1,19 +1,32 @@
-"""A crawl's records validated: each valid record with its identity key, each invalid one
-rejected with a reason, and the offers that must not be withdrawn.
+"""A crawl's records validated, batch by batch: each valid record with its identity key,
+each invalid one rejected with a reason, and the offers that must not be withdrawn.
+
+:class:`StreamValidator` keeps what a crawl's later records need of its earlier ones,
+and nothing else: the amount first seen under each identity key (an offer reported twice
+with two prices keeps neither), the keys that must not be withdrawn or written
+(``protected``), the region codes, and the rejections. A key can become protected after
+its first record was handed on (a later duplicate with another price, or a later invalid
+record of the same identity): :attr:`StreamValidator.late` says so, and the ingest then
+applies the crawl again with every protected key known from the start (see
+:mod:`service.catalog.stream`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from schema.records import OfferRecord, describe_validation_error
 from service.catalog.columns import Key, join_key
-from service.catalog.results import CrawlResult, Rejection, safe_excerpt
+from service.catalog.results import Rejection, safe_excerpt
+
+_BATCH_OF_RECORDS: TypeAdapter[list[OfferRecord]] = TypeAdapter(list[OfferRecord])
+"""A whole batch of raw records validated in one call of pydantic-core (a batch with an
+invalid record is validated again record by record, for each one's position and reason)."""
 
 
 @dataclass
@@ -29,71 +42,154 @@ class Validated:
     service.catalog.locations)."""
 
 
-def validate(crawl: CrawlResult) -> Validated:
-    records: list[OfferRecord] = []
-    keys: list[Key] = []
-    rejections = list(crawl.rejections)
-    protected: set[Key] = set()
-    for rejection in crawl.rejections:  # rejected upstream (pipeline): never withdraw those
-        key = _loose_key(rejection.record, crawl.source)
-        if key:
-            protected.add(key)
-    source = crawl.source
-    seen: dict[Key, Decimal] = {}
-    join = join_key
-    regions: set[str] = set()
-    add_region = regions.add
-    for position, item in enumerate(crawl.records):
-        if type(item) is OfferRecord:
-            record = item
-        else:
-            try:
-                record = item if isinstance(item, OfferRecord) else OfferRecord.model_validate(item)
-            except ValidationError as exc:
-                rejections.append(
-                    Rejection(position, describe_validation_error(exc), safe_excerpt(item))
-                )
-                key = _loose_key(item, source)
-                if key:
-                    protected.add(key)
-                continue
-        fields = record.__dict__
-        if fields["source"] != source:
-            rejections.append(
-                Rejection(
-                    position,
-                    f"source: record says {record.source!r}, crawl is {source!r}",
-                    safe_excerpt(record),
-                )
-            )
-            continue
-        add_region(fields["region"])
-        key = join(
-            (
-                fields["provider"],
-                fields["sku"],
-                fields["region"],
-                fields["price_kind"],
-                fields["unit"],
-            )
-        )
-        if key in seen:
-            if seen[key] != fields["amount"]:
-                rejections.append(
+class StreamValidator:
+    """Validates one crawl's records, a batch at a time, in the crawl's order."""
+
+    def __init__(
+        self, source: str, upstream: Sequence[Rejection], protected: Iterable[Key] = ()
+    ) -> None:
+        self.source = source
+        self.upstream = upstream
+        """Rejections made before ingest (the pipeline's, a file's unreadable lines); the
+        list may grow while the records are read."""
+        self.rejections: list[Rejection] = []
+        """This validation's own rejections, in position order."""
+        self.protected: set[Key] = set(protected)
+        self.seen: dict[Key, Decimal] = {}
+        self.regions: set[str] = set()
+        self.position = 0
+        self.late = False
+        """Whether a key was protected after a record of it was handed on."""
+        self._upstream_read = 0
+        self._batch_keys: set[Key] = set()
+        self._protect_upstream()
+
+    def _protect_upstream(self) -> None:
+        """Rejected upstream (pipeline): never withdraw those."""
+        for rejection in self.upstream[self._upstream_read :]:
+            self._protect(_loose_key(rejection.record, self.source))
+        self._upstream_read = len(self.upstream)
+
+    def _protect(self, key: Key | None) -> None:
+        if not key or key in self.protected:
+            return
+        if key in self.seen and key not in self._batch_keys:
+            self.late = True  # handed on in an earlier batch
+        self.protected.add(key)
+
+    def batch(self, items: Sequence[Any]) -> tuple[list[OfferRecord], list[Key]]:
+        """The valid records of the next ``items`` of the crawl with their keys, without
+        the offers protected so far."""
+        first = self.position
+        self.position += len(items)
+        self._batch_keys = batch_keys = set()
+        validated = _validated(items)
+        records: list[OfferRecord] = []
+        keys: list[Key] = []
+        source, seen, join = self.source, self.seen, join_key
+        add_region = self.regions.add
+        for offset, (item, record) in enumerate(zip(items, validated, strict=True)):
+            position = first + offset
+            if record is None:
+                try:
+                    record = OfferRecord.model_validate(item)
+                except ValidationError as exc:
+                    self.rejections.append(
+                        Rejection(position, describe_validation_error(exc), safe_excerpt(item))
+                    )
+                    self._protect(_loose_key(item, source))
+                    continue
+            fields = record.__dict__
+            if fields["source"] != source:
+                self.rejections.append(
                     Rejection(
-                        position, "duplicate offer with a different price", safe_excerpt(record)
+                        position,
+                        f"source: record says {record.source!r}, crawl is {source!r}",
+                        safe_excerpt(record),
                     )
                 )
-                protected.add(key)
-            continue
-        seen[key] = fields["amount"]
-        records.append(record)
-        keys.append(key)
-    # An offer reported twice with two prices is ambiguous: keep neither price.
-    if protected:
-        kept = [(r, k) for r, k in zip(records, keys, strict=True) if k not in protected]
-        records, keys = [r for r, _ in kept], [k for _, k in kept]
-    return Validated(records, keys, rejections, protected, regions)
+                continue
+            add_region(fields["region"])
+            key = join(
+                (
+                    fields["provider"],
+                    fields["sku"],
+                    fields["region"],
+                    fields["price_kind"],
+                    fields["unit"],
+                )
+            )
+            if key in seen:
+                if seen[key] != fields["amount"]:
+                    self.rejections.append(
+                        Rejection(
+                            position,
+                            "duplicate offer with a different price",
+                            safe_excerpt(record),
+                        )
+                    )
+                    self._protect(key)
+                continue
+            seen[key] = fields["amount"]
+            batch_keys.add(key)
+            records.append(record)
+            keys.append(key)
+        self._protect_upstream()
+        self._batch_keys = set()
+        # An offer reported twice with two prices is ambiguous: keep neither price.
+        protected = self.protected
+        if protected:
+            kept = [(r, k) for r, k in zip(records, keys, strict=True) if k not in protected]
+            records, keys = [r for r, _ in kept], [k for _, k in kept]
+        return records, keys
+
+    @property
+    def offers(self) -> int:
+        """Valid offers of the crawl so far, protected ones excluded."""
+        protected = self.protected
+        if not protected:
+            return len(self.seen)
+        return len(self.seen) - sum(1 for key in protected if key in self.seen)
+
+    def all_rejections(self) -> list[Rejection]:
+        """Upstream rejections first, then this validation's (the order they are stored)."""
+        self._protect_upstream()
+        return [*self.upstream, *self.rejections]
+
+
+def validate(source: str, records: Iterable[Any], upstream: Sequence[Rejection] = ()) -> Validated:
+    """A whole crawl validated in one go (the streaming ingest validates it in batches)."""
+    validator = StreamValidator(source, upstream)
+    items = list(records)
+    kept, keys = validator.batch(items)
+    protected = validator.protected
+    kept_keys = [(r, k) for r, k in zip(kept, keys, strict=True) if k not in protected]
+    return Validated(
+        [r for r, _ in kept_keys],
+        [k for _, k in kept_keys],
+        validator.all_rejections(),
+        protected,
+        validator.regions,
+    )
+
+
+def _validated(items: Sequence[Any]) -> list[OfferRecord | None]:
+    """Each item as an OfferRecord where it already is one or the batch validates in one
+    call; None for the items of a batch with an invalid record (validated again one by one
+    by the caller, for each one's reason)."""
+    raw = [index for index, item in enumerate(items) if not isinstance(item, OfferRecord)]
+    out: list[OfferRecord | None] = list(items)
+    if not raw:
+        return out
+    try:
+        records = _BATCH_OF_RECORDS.validate_python([items[index] for index in raw])
+    except ValidationError:
+        for index in raw:
+            out[index] = None
+        return out
+    for index, record in zip(raw, records, strict=True):
+        out[index] = record
+    return out
 
 
 def _loose_key(item: Any, source: str) -> Key | None:

@@ -5,6 +5,7 @@ bulk, per database), and the providers and instance types first seen.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from contextlib import ExitStack
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -107,7 +108,14 @@ class Writer:
         self._binds_text = self._stages = conn.dialect.name == "sqlite"
         self._bound: dict[str, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
         self.first_new_offer = 0
-        """The id of this ingest's first new offer (set by :meth:`write`)."""
+        """The id of this ingest's first new offer (set by :meth:`write`; 0: none)."""
+        self._next_offer: int | None = None
+        self._held = (0, 0)
+        """Rows of the offer and observation tables before this ingest (by their ids)."""
+        self._adding = (0, 0)
+        self._deferred: set[str] = set()
+        self._checked_per_load = False
+        self._load = ExitStack()
 
     def bound_attributes(self, attributes: tuple[Any, ...], digest: str) -> tuple[Any, ...]:
         """``attributes`` as bound for the bulk writes, memoized per fingerprint (offers
@@ -201,38 +209,77 @@ class Writer:
     def _payload_of(self, record: OfferRecord) -> str | None:
         return self.record_payloads.get(id(record), self.raw_sha256)
 
-    def write(self, source: str, diff: Diff) -> None:
-        conn, now, version = self.conn, self.now, self.version
-        conn.execute(
+    def open_version(self, source: str) -> None:
+        """Insert this ingest's catalog version (its counts are set by
+        :meth:`close_version`)."""
+        self.conn.execute(
             insert(VERSION).values(
-                id=version,
-                created_at=now,
+                id=self.version,
+                created_at=self.now,
                 source=source,
                 crawl_run_id=self.run_id,
-                added=len(diff.new) + len(diff.reopened),
-                changed=len(diff.changed),
-                withdrawn=len(diff.withdrawn),
-                updated=len(diff.touched),
+                added=0,
+                changed=0,
+                withdrawn=0,
+                updated=0,
             )
         )
-        next_offer = (conn.execute(select(func.max(OFFER.c.id))).scalar() or 0) + 1
-        self.first_new_offer = next_offer
-        observing = len(diff.new) + len(diff.changed) + len(diff.reopened)
-        deferred = [  # ids are never reused: the next id bounds a table's row count
+
+    def close_version(self, *, added: int, changed: int, withdrawn: int, updated: int) -> None:
+        self.conn.execute(
+            update(VERSION)
+            .where(VERSION.c.id == self.version)
+            .values(added=added, changed=changed, withdrawn=withdrawn, updated=updated)
+        )
+
+    def write(self, source: str, diff: Diff) -> None:
+        """Write one batch of the ingest's diff (its observation rows are
+        :meth:`observation_rows` until the next batch)."""
+        conn = self.conn
+        self.observations = []
+        self._lazy_new_observations = None
+        if self._next_offer is None:
+            self._next_offer = (conn.execute(select(func.max(OFFER.c.id))).scalar() or 0) + 1
+            self._held = (self._next_offer - 1, self._next_obs - 1)
+        next_offer = self._next_offer
+        if diff.new and not self.first_new_offer:
+            self.first_new_offer = next_offer
+        self._scale(len(diff.new), len(diff.new) + len(diff.changed) + len(diff.reopened))
+        self._write_rows(source, diff, next_offer)
+        self._next_offer = next_offer + len(diff.new)
+
+    def _scale(self, new: int, observing: int) -> None:
+        """Large loads: once the rows this ingest adds (this batch included) make it
+        worth it, the secondary indexes of a table are rebuilt after the load instead of
+        updated row by row (ids are never reused: the next id bounds a table's row count),
+        and PostgreSQL checks the foreign keys of the rows from here on once, at the end.
+        Entered once, for the rest of the ingest (:meth:`finish_load`)."""
+        self._adding = (self._adding[0] + new, self._adding[1] + observing)
+        conn, stack = self.conn, self._load
+        deferring = [
             table.name
             for table, adding, holding in (
-                (OFFER, len(diff.new), next_offer - 1),
-                (OBS, observing, self._next_obs - 1),
+                (OFFER, self._adding[0], self._held[0]),
+                (OBS, self._adding[1], self._held[1]),
             )
-            if indexes_worth_rebuilding(adding, holding)
+            if table.name not in self._deferred and indexes_worth_rebuilding(adding, holding)
         ]
-        loads = (
-            [Load(OFFER, next_offer), Load(OBS, self._next_obs)]
-            if len(diff.new) >= PER_LOAD_CHECKS_MIN_ROWS
-            else []
-        )
-        with indexes_deferred(conn, deferred), foreign_keys_checked_per_load(conn, loads):
-            self._write_rows(source, diff, next_offer)
+        if deferring:
+            self._deferred.update(deferring)
+            stack.enter_context(indexes_deferred(conn, deferring))
+        if not self._checked_per_load and self._adding[0] >= PER_LOAD_CHECKS_MIN_ROWS:
+            self._checked_per_load = True
+            loads = [Load(OFFER, self._next_offer or 1), Load(OBS, self._next_obs)]
+            stack.enter_context(foreign_keys_checked_per_load(conn, loads))
+
+    def finish_load(self) -> None:
+        """After the last batch: rebuild the deferred indexes, check the foreign keys of
+        a large load."""
+        self._load.close()
+
+    def abandon_load(self) -> None:
+        """The writes are being rolled back: nothing to rebuild or check."""
+        self._load.pop_all()
 
     def _write_rows(self, source: str, diff: Diff, next_offer: int) -> None:
         conn, now, version = self.conn, self.now, self.version
@@ -540,25 +587,30 @@ def ensure_instance_types(conn: Connection, first_new_offer: int) -> None:
 
     Done by the database from the offers this ingest just inserted (ids from
     ``first_new_offer`` on): each new (provider, SKU) not registered yet is inserted
-    with the attributes of its first new offer in identity order (the lowest id), in id
-    order. Nothing is read back into Python or bound again."""
+    with the attributes of its first new offer in identity order, in identity order
+    (an ingest numbers its new offers in identity order one batch at a time, so the
+    lowest id is not always the first in identity order). Nothing is read back into
+    Python or bound again."""
     if conn.dialect.name == "postgresql":
         # ON CONFLICT would cost PostgreSQL a speculative insertion per row; only ingests
         # write instance types, and they hold the ingest lock, so NOT EXISTS is exact.
         conn.exec_driver_sql("SET LOCAL work_mem = '64MB'")  # the two sorts, in memory
         conn.exec_driver_sql(
             f"INSERT INTO instance_type ({SKU_LIST}) SELECT {SKU_LIST} FROM ("
-            f"SELECT DISTINCT ON (provider, sku) id, {SKU_SOURCE} FROM offer AS o "
+            f"SELECT DISTINCT ON (provider, sku) {SKU_SOURCE}, region, price_kind, unit "
+            "FROM offer AS o "
             "WHERE id >= %(first)s AND NOT EXISTS (SELECT 1 FROM instance_type AS i "
             "WHERE i.provider = o.provider AND i.name = o.sku) "
-            "ORDER BY provider, sku, id) AS new ORDER BY id",
+            f"ORDER BY provider, sku, {IN_KEY_ORDER}) AS new "
+            'ORDER BY provider COLLATE "C", name COLLATE "C"',
             {"first": first_new_offer},
         )
         return
     # NOT INDEXED keeps SQLite's plan on the id range, the new rows only, in id order.
     conn.exec_driver_sql(
         f"INSERT INTO instance_type ({SKU_LIST}) "
-        f"SELECT {SKU_SOURCE} FROM offer NOT INDEXED WHERE id >= :first ORDER BY id "
+        f"SELECT {SKU_SOURCE} FROM offer NOT INDEXED WHERE id >= :first "
+        "ORDER BY provider, sku, region, price_kind, unit "
         "ON CONFLICT (provider, name) DO NOTHING",
         {"first": first_new_offer},
     )
@@ -567,4 +619,6 @@ def ensure_instance_types(conn: Connection, first_new_offer: int) -> None:
 SKU_COLUMNS = ("provider", "name", "gpu_slug", "gpu_count", "vcpus", "memory_gb", "bare_metal")
 SKU_LIST = ", ".join(SKU_COLUMNS)
 SKU_SOURCE = ", ".join(("provider", "sku AS name", *SKU_COLUMNS[2:]))
+IN_KEY_ORDER = ", ".join(f'{column} COLLATE "C"' for column in ("region", "price_kind", "unit"))
+"""The rest of an identity key, in the order of its text (byte order, as Python's)."""
 """The offer columns an instance type is registered from, in SKU_COLUMNS order."""

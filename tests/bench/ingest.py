@@ -28,6 +28,7 @@ import os
 import sqlite3
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -62,7 +63,14 @@ FLOOR = 3
 def synthetic(
     n: int, changed_share: float = 0.0, seed_shift: int = 0, *, sku_per_offer: bool = False
 ) -> list[OfferRecord]:
-    """``n`` offers: record ``i`` is provider ``i % 40``'s; in the catalog shape (the
+    """:func:`iter_synthetic`'s records, as one list."""
+    return list(iter_synthetic(n, changed_share, seed_shift, sku_per_offer=sku_per_offer))
+
+
+def iter_synthetic(
+    n: int, changed_share: float = 0.0, seed_shift: int = 0, *, sku_per_offer: bool = False
+) -> Iterator[OfferRecord]:
+    """``n`` offers, one at a time: record ``i`` is provider ``i % 40``'s; in the catalog shape (the
     default) its region is ``(i // 40) % 25``, its price kind ``(i // 1000) % 3`` and its
     SKU ``i // 3000`` (a mixed radix, so every offer is distinct), and the SKU fixes the
     GPU, GPU count, vCPUs and memory. With ``sku_per_offer`` every record is its own SKU
@@ -72,7 +80,6 @@ def synthetic(
 
     step = int(1 / changed_share) if changed_share else 0
     kinds = [PriceKind(k) for k in KINDS]
-    out = []
     construct = OfferRecord.model_construct  # already-valid records, as the pipeline delivers
     for i in range(n):
         provider = i % PROVIDERS
@@ -85,31 +92,28 @@ def synthetic(
         amount = Decimal(100 + (i * 37) % 9000) / 100
         if step and i % step == 0:
             amount += Decimal("0.01") * (1 + seed_shift)
-        out.append(
-            construct(
-                provider=f"p{provider}",
-                source="bench",
-                sku=f"sku-{sku}",
-                gpu_model=None,
-                gpu_name_raw=GPUS[shape % len(GPUS)],
-                gpu_count=count,
-                gpu_memory_gb=None,
-                vcpus=count * 8,
-                memory_gb=count * 64,
-                region=f"region-{region}",
-                country=COUNTRIES[region % len(COUNTRIES)],
-                price_kind=kinds[kind],
-                unit=Unit.hour,
-                price_per=PricePer.instance,
-                amount=amount,
-                currency="EUR" if provider % 3 == 0 else "USD",
-                source_url=None,
-                bare_metal=None,
-                price_floor=False,
-                observed_at=None,
-            )
+        yield construct(
+            provider=f"p{provider}",
+            source="bench",
+            sku=f"sku-{sku}",
+            gpu_model=None,
+            gpu_name_raw=GPUS[shape % len(GPUS)],
+            gpu_count=count,
+            gpu_memory_gb=None,
+            vcpus=count * 8,
+            memory_gb=count * 64,
+            region=f"region-{region}",
+            country=COUNTRIES[region % len(COUNTRIES)],
+            price_kind=kinds[kind],
+            unit=Unit.hour,
+            price_per=PricePer.instance,
+            amount=amount,
+            currency="EUR" if provider % 3 == 0 else "USD",
+            source_url=None,
+            bare_metal=None,
+            price_floor=False,
+            observed_at=None,
         )
-    return out
 
 
 @dataclass

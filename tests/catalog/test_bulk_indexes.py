@@ -132,7 +132,7 @@ def test_first_bulk_ingest_rebuilds_and_the_schema_is_unchanged(
     changed = records(SIZE + 20, bump_every=7)
     result = ingest(sqlite_engine, sqlite_settings, CrawlResult("acme", changed))
     assert result.status.value == "ok" and result.added == 20
-    assert spy_drops == [[]]
+    assert spy_drops == []
     assert schema_indexes(db_path(sqlite_url)) == before
     check_invariants(sqlite_engine)
 

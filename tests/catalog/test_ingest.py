@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, select
 
-import service.catalog.ingest
 from schema.crawl import CrawlRun, CrawlRunPayload, RawPayload, RejectedRecord, UnmappedName
 from service.catalog.fx import Rate, store_rates
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult, Payload, Rejection
+from service.catalog.validation import StreamValidator
 from service.core.config import Settings
 from service.core.db import writer
 from service.query.history import offer_history
@@ -246,7 +246,7 @@ def test_provenance_raw_payload_is_stored_once_and_referenced(
 def test_a_quarantined_crawl_keeps_its_raw_payload_and_a_failed_ingest_keeps_none(
     engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The payloads are stored while the crawl is validated (on its own thread), in the
+    """The payloads are stored while the crawl's batches are validated (on their own thread), in the
     ingest's transaction: a quarantined crawl's are kept, linked to its run, so it can be
     re-parsed; an ingest that fails leaves none."""
     ingest(engine, settings, crawl(records(20)))
@@ -254,10 +254,10 @@ def test_a_quarantined_crawl_keeps_its_raw_payload_and_a_failed_ingest_keeps_non
     result = ingest(engine, settings, crawl(records(4), payloads=[first]))
     assert result.status.value == "quarantined"
 
-    def broken(crawl: CrawlResult) -> Any:
+    def broken(self: StreamValidator, items: Any) -> Any:
         raise RuntimeError("validator bug")
 
-    monkeypatch.setattr(service.catalog.ingest, "validate", broken)
+    monkeypatch.setattr(StreamValidator, "batch", broken)
     second = Payload("https://example.test/b", b"page two" * 500, datetime.now(UTC))
     with pytest.raises(RuntimeError, match="validator bug"):
         ingest(engine, settings, crawl(records(20), payloads=[second]))

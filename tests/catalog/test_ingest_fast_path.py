@@ -18,6 +18,7 @@ from service.catalog.diff import Current, load_current
 from service.catalog.ingest import ingest
 from service.catalog.resolver import fingerprint
 from service.catalog.results import CrawlResult
+from service.catalog.validation import StreamValidator
 from service.core.config import Settings
 from service.core.db import writer
 from tests.support import factories
@@ -209,10 +210,10 @@ def test_a_failure_while_validating_on_its_thread_leaves_the_catalog_as_it_was(
     ingest(engine, settings, crawl(records(5)))
     before = catalog_state(engine)
 
-    def broken(crawl: CrawlResult) -> Any:
+    def broken(self: StreamValidator, items: Any) -> Any:
         raise RuntimeError("validator bug")
 
-    monkeypatch.setattr(service.catalog.ingest, "validate", broken)
+    monkeypatch.setattr(StreamValidator, "batch", broken)
     with pytest.raises(RuntimeError, match="validator bug"):
         ingest(engine, settings, crawl(records(5, bump_every=1)))
     monkeypatch.undo()

@@ -119,3 +119,25 @@ def test_missing_required_fields_are_named() -> None:
 def test_html_in_names_is_kept_as_text_not_interpreted() -> None:
     r = OfferRecord.model_validate(record(sku="<script>alert(1)</script>"))
     assert r.sku == "<script>alert(1)</script>"
+
+
+def test_remembered_validators_answer_as_the_first_time() -> None:
+    """The value validators remember answers per exact string: a value seen before gets
+    the same record, an invalid one the same error, every time."""
+    good = record(amount="2.50", currency="eur", country="de", provider="acme")
+    first, again = OfferRecord.model_validate(good), OfferRecord.model_validate(good)
+    assert first == again and again.amount == Decimal("2.50") and again.currency == "EUR"
+    for bad in (
+        {"amount": "1e-11"},
+        {"currency": "xyz"},
+        {"country": "zz"},
+        {"provider": "Not A Slug"},
+        {"sku": "a\x00b"},
+    ):
+        errors = []
+        for _ in range(2):
+            with pytest.raises(ValidationError) as caught:
+                OfferRecord.model_validate(record(**bad))
+            errors.append(describe_validation_error(caught.value))
+        assert errors[0] == errors[1] and errors[0]
+    assert OfferRecord.model_validate(record(amount=Decimal("3"))).amount == Decimal("3")

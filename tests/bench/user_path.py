@@ -1,0 +1,372 @@
+"""Benchmark: the user's path, end to end — each command in a fresh process, as typed.
+
+    .venv/bin/python -m tests.bench.user_path
+    GPUATLAS_BENCH=user_path make bench
+
+For each size (``GPUATLAS_BENCH_USER_SIZES``, default ``200000,1000000``) and each
+database (SQLite always; PostgreSQL when ``GPUATLAS_TEST_POSTGRES_URL`` is set, a fresh
+database per size, dropped after), on a fresh catalog (migrated, reference data, the ECB
+rates in force), it runs ``gpuatlas`` in a child process and times:
+
+* ``gpuatlas ingest bench --file first.jsonl``: the first ingest of ``n`` synthetic offers
+  (the builder of :mod:`tests.bench.ingest`, as JSON Lines);
+* the same command again: an unchanged re-ingest;
+* ``gpuatlas ingest bench --file changed.jsonl``: the same offers, 5 % repriced;
+* ``gpuatlas crawl gpuhunt:gcp --from-file gcp.csv``: a real source's parser on a
+  synthetic gpuhunt catalog CSV of ``n`` rows.
+
+Each line gives wall time, offers/s, the child's peak RSS (``/usr/bin/time -v``, else
+``getrusage(RUSAGE_CHILDREN)``) and the load average when it ran, next to the core figure
+for the same offers measured in this process in the same run (``ingest()`` of pre-validated
+``OfferRecord``\\ s on a fresh database, as :mod:`tests.bench.ingest` does; the crawl's core
+is ``crawl_source`` in process) and the ratio of the two.
+
+``GPUATLAS_BENCH_CODE=/path/to/a/checkout`` runs the children on that checkout's code (the
+"before" of docs/benchmarks.md); ``GPUATLAS_BENCH_CORE=0`` skips the in-process figures.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from service.alerts.listeners import install
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult
+from service.catalog.snapshot import ingest_jsonl
+from service.core.db import normalize_url
+from service.crawl.run import crawl_source
+from tests.bench.ingest import iter_synthetic, prepared
+from tests.support.pg import pg_database
+
+ROOT = Path(__file__).resolve().parents[2]
+SIZES = [
+    int(s) for s in os.environ.get("GPUATLAS_BENCH_USER_SIZES", "200000,1000000").split(",") if s
+]
+CODE = os.environ.get("GPUATLAS_BENCH_CODE")
+CORE = os.environ.get("GPUATLAS_BENCH_CORE", "1") != "0"
+TIME = Path("/usr/bin/time")
+GCP_REGIONS = [
+    "us-central1",
+    "us-east1",
+    "us-east4",
+    "us-west1",
+    "us-west2",
+    "us-west3",
+    "us-west4",
+    "europe-west1",
+    "europe-west2",
+    "europe-west3",
+    "europe-west4",
+    "europe-west6",
+    "europe-north1",
+    "europe-central2",
+    "asia-east1",
+    "asia-east2",
+    "asia-northeast1",
+    "asia-northeast3",
+    "asia-south1",
+    "asia-southeast1",
+    "asia-southeast2",
+    "australia-southeast1",
+    "northamerica-northeast1",
+    "southamerica-east1",
+    "me-west1",
+]
+GCP_GPUS = (("A100", "40.0"), ("H100", "80.0"), ("L4", "24.0"), ("T4", "16.0"))
+
+
+@dataclass
+class Step:
+    label: str
+    offers: int
+    seconds: float
+    peak_rss_mb: float | None
+    load: str
+    core_seconds: float | None = None
+    output: str = ""
+    cpu_seconds: float | None = None
+    """The child's user + system CPU time (``/usr/bin/time -v``): on a shared machine it
+    moves much less than the wall time."""
+
+
+def load_average() -> str:
+    one, five, _ = os.getloadavg()
+    return f"{one:.2f}/{five:.2f}"
+
+
+def gpuatlas() -> list[str]:
+    for folder in (ROOT / ".venv" / "bin", Path(sys.executable).parent):
+        if (folder / "gpuatlas").exists():
+            return [str(folder / "gpuatlas")]
+    return [sys.executable, "-c", "from service.cli.app import run; run()"]
+
+
+def run_cli(args: list[str], url: str) -> tuple[float, float | None, str, float | None]:
+    """Run ``gpuatlas args`` in a fresh process on database ``url``: wall seconds, peak
+    RSS in MB, the output and the CPU seconds (None without ``/usr/bin/time``)."""
+    env = {**os.environ, "GPUATLAS_DATABASE_URL": url, "GPUATLAS_ENVIRONMENT": "test"}
+    code = CODE or str(ROOT)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [code, env.get("PYTHONPATH")]))
+    command = [*gpuatlas(), *args, "--format", "json"]
+    timed = TIME.exists()
+    if timed:
+        command = [str(TIME), "-v", *command]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    started = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - started
+    rss: float | None = None
+    cpu: float | None = None
+    if timed:
+        found = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
+        rss = int(found.group(1)) / 1024 if found else None
+        times = re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", done.stderr)
+        cpu = sum(map(float, times)) if times else None
+    else:  # the children's maximum so far: exact only when this child is the largest yet
+        after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        rss = after / 1024 if after > before else None
+    if done.returncode != 0:
+        raise RuntimeError(f"gpuatlas {' '.join(args)} failed: {done.stdout}\n{done.stderr}")
+    return seconds, rss, done.stdout, cpu
+
+
+def write_jsonl(path: Path, n: int, changed_share: float = 0.0) -> None:
+    with path.open("wb") as handle:
+        for record in iter_synthetic(n, changed_share):
+            handle.write(record.model_dump_json().encode() + b"\n")
+
+
+def write_gcp_csv(path: Path, n: int) -> None:
+    """A gpuhunt catalog CSV for GCP with ``n`` offers: row ``i`` is instance ``i // 50``
+    in region ``(i // 2) % 25``, on demand or spot by ``i % 2``."""
+    with path.open("w", newline="") as handle:
+        out = csv.writer(handle)
+        out.writerow(
+            [
+                "instance_name",
+                "location",
+                "price",
+                "cpu",
+                "memory",
+                "gpu_count",
+                "gpu_name",
+                "gpu_memory",
+                "spot",
+                "disk_size",
+                "gpu_vendor",
+                "flags",
+                "cpu_arch",
+                "provider_data",
+            ]
+        )
+        for i in range(n):
+            sku = i // 50
+            gpu, memory = GCP_GPUS[sku % len(GCP_GPUS)]
+            count = 1 + sku % 8
+            price = f"{(1 + (i * 37) % 9000 / 100) * count:.6f}"
+            out.writerow(
+                (
+                    f"a3-syn{sku}-{count}g",
+                    f"{GCP_REGIONS[(i // 2) % len(GCP_REGIONS)]}-a",
+                    price,
+                    12 * count,
+                    f"{85.0 * count}",
+                    count,
+                    gpu,
+                    memory,
+                    "True" if i % 2 else "False",
+                    "",
+                    "nvidia",
+                    "",
+                    "x86",
+                    "{}",
+                )
+            )
+
+
+def timed_in_process(run: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    result = run()
+    seconds = time.perf_counter() - started
+    status = getattr(result, "status", None)
+    if getattr(status, "value", status) != "ok":
+        raise RuntimeError(f"in-process step failed: {result}")
+    return seconds
+
+
+@dataclass
+class Files:
+    first: Path
+    changed: Path
+    gcp: Path
+
+
+def user_steps(url: str, n: int, files: Files) -> list[Step]:
+    """The four commands on a fresh catalog at ``url`` (prepared in this process)."""
+    engine, _ = prepared(url)
+    engine.dispose()
+    steps = []
+    for label, args in (
+        ("first ingest", ["ingest", "bench", "--file", str(files.first)]),
+        # the first ingest registered the synthetic providers, so the reference data
+        # differs from the first run's: this one takes the full path (unchanged.py) ...
+        ("unchanged re-ingest", ["ingest", "bench", "--file", str(files.first)]),
+        # ... and the next one is confirmed unchanged
+        ("unchanged again (confirmed)", ["ingest", "bench", "--file", str(files.first)]),
+        ("5 %-changed re-ingest", ["ingest", "bench", "--file", str(files.changed)]),
+        ("crawl gpuhunt:gcp --from-file", ["crawl", "gpuhunt:gcp", "--from-file", str(files.gcp)]),
+    ):
+        load = load_average()
+        seconds, rss, output, cpu = run_cli(args, url)
+        steps.append(Step(label, n, seconds, rss, load, output=output, cpu_seconds=cpu))
+        print(
+            f"    {label:<32} {seconds:8.2f} s  cpu {cpu or 0:7.2f} s  rss {rss or 0:7.0f} MB  "
+            f"load {load}",
+            flush=True,
+        )
+    return steps
+
+
+def core_steps(url: str, n: int, files: Files) -> list[float]:
+    """The same work in this process: ``ingest()`` of pre-validated records (the
+    confirmed unchanged step: ``ingest_jsonl`` of the file, twice, the second timed), then
+    the crawl through ``crawl_source``."""
+    engine, settings = prepared(url)
+    try:
+        first = list(iter_synthetic(n))
+        seconds = [timed_in_process(lambda: ingest(engine, settings, CrawlResult("bench", first)))]
+        seconds.append(
+            timed_in_process(lambda: ingest(engine, settings, CrawlResult("bench", first)))
+        )
+        timed_in_process(
+            lambda: ingest_jsonl(engine, settings, files.first, "bench")
+        )  # its payload
+        seconds.append(
+            timed_in_process(lambda: ingest_jsonl(engine, settings, files.first, "bench"))
+        )
+        first = []
+        changed = list(iter_synthetic(n, 0.05))
+        seconds.append(
+            timed_in_process(lambda: ingest(engine, settings, CrawlResult("bench", changed)))
+        )
+        changed = []
+        seconds.append(
+            timed_in_process(
+                lambda: crawl_source(engine, settings, "gpuhunt:gcp", from_files=[files.gcp])
+            )
+        )
+        return seconds
+    finally:
+        engine.dispose()
+
+
+def fresh(kind: str, folder: Path, tag: str, name: str) -> Iterator[str]:
+    if kind == "SQLite":
+        path = folder / f"{tag}-{name}.db"
+        yield f"sqlite:///{path}"
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        return
+    pg = os.environ["GPUATLAS_TEST_POSTGRES_URL"]
+    with pg_database(normalize_url(pg), prefix=f"gpuatlas_bench_{name}") as url:
+        yield url
+
+
+def kinds() -> list[str]:
+    return ["SQLite", "PostgreSQL"] if os.environ.get("GPUATLAS_TEST_POSTGRES_URL") else ["SQLite"]
+
+
+def table(results: dict[tuple[str, int], list[Step]]) -> None:
+    print(
+        f"\n{'database':<11} {'offers':>9}  {'step':<32} {'wall s':>8} {'offers/s':>10} "
+        f"{'CPU s':>7} {'peak RSS':>9} {'core s':>7} {'wall/core':>9}  load 1m/5m"
+    )
+    for (kind, n), steps in results.items():
+        for step in steps:
+            rate = step.offers / step.seconds if step.seconds else 0.0
+            rss = f"{step.peak_rss_mb:6.0f} MB" if step.peak_rss_mb is not None else "       ?"
+            core = f"{step.core_seconds:7.2f}" if step.core_seconds is not None else "      -"
+            ratio = (
+                f"{step.seconds / step.core_seconds:8.2f}x" if step.core_seconds else "        -"
+            )
+            cpu = f"{step.cpu_seconds:7.2f}" if step.cpu_seconds is not None else "      ?"
+            print(
+                f"{kind:<11} {n:>9,}  {step.label:<32} {step.seconds:8.2f} {rate:10,.0f} "
+                f"{cpu} {rss:>9} {core} {ratio}  {step.load}"
+            )
+    scaled = [
+        (kind, sizes)
+        for kind in kinds()
+        if len(sizes := sorted(n for k, n in results if k == kind)) > 1
+    ]
+    for kind, sizes in scaled:
+        small, large = results[(kind, sizes[0])], results[(kind, sizes[-1])]
+        ratios = ", ".join(
+            f"{a.label} {b.seconds / a.seconds:.2f}x" for a, b in zip(small, large, strict=True)
+        )
+        print(f"{kind}: {sizes[-1]:,} against {sizes[0]:,} offers: {ratios}")
+
+
+def main() -> None:
+    install()
+    print(
+        f"user path: sizes {', '.join(f'{n:,}' for n in SIZES)}; databases {', '.join(kinds())}; "
+        f"code {CODE or ROOT}; peak RSS from "
+        f"{'/usr/bin/time -v' if TIME.exists() else 'getrusage(RUSAGE_CHILDREN)'}",
+        flush=True,
+    )
+    results: dict[tuple[str, int], list[Step]] = {}
+    folder = Path(tempfile.mkdtemp(prefix="gpuatlas-userpath-"))
+    try:
+        for n in SIZES:
+            files = Files(
+                folder / f"first-{n}.jsonl", folder / f"changed-{n}.jsonl", folder / "gcp.csv"
+            )
+            started = time.perf_counter()
+            write_jsonl(files.first, n)
+            write_jsonl(files.changed, n, 0.05)
+            write_gcp_csv(files.gcp, n)
+            print(
+                f"\n{n:,} offers: {files.first.stat().st_size / 1024**2:.0f} MB of JSON Lines, "
+                f"{files.gcp.stat().st_size / 1024**2:.0f} MB of CSV "
+                f"(written in {time.perf_counter() - started:.1f} s)",
+                flush=True,
+            )
+            for kind in kinds():
+                print(f"  {kind}, gpuatlas in a fresh process per command", flush=True)
+                database = fresh(kind, folder, str(n), "cli")
+                steps = user_steps(next(database), n, files)
+                next(database, None)
+                if CORE:
+                    database = fresh(kind, folder, str(n), "core")
+                    core = core_steps(next(database), n, files)
+                    next(database, None)
+                    for step, seconds in zip(steps, core, strict=True):
+                        step.core_seconds = seconds
+                    print(
+                        "    in process (core): "
+                        + ", ".join(f"{s.label} {s.core_seconds:.2f} s" for s in steps),
+                        flush=True,
+                    )
+                results[(kind, n)] = steps
+            for path in (files.first, files.changed, files.gcp):
+                path.unlink()
+        table(results)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
