@@ -94,13 +94,19 @@ class Fetcher:
         self.retries = 0
         self.spool_dir = spool_dir
 
-    def fetch(self, request: Request, headers: dict[str, str]) -> Response:
+    def fetch(
+        self,
+        request: Request,
+        headers: dict[str, str],
+        prepare: Callable[[Request], Request] | None = None,
+    ) -> Response:
+        """``prepare`` turns the request into the one sent, at each attempt (signing)."""
         policy = self.policy
         last_problem = "network error"
         for attempt in range(policy.max_retries + 1):
             wait: float | None = None
             try:
-                response = self._send(request, headers)
+                response = self._send(prepare(request) if prepare else request, headers)
             except httpx.TimeoutException as exc:
                 last_problem = f"timeout: {type(exc).__name__}"
             except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
@@ -264,7 +270,7 @@ def run_api_source(
 
         def fetch(request: Request) -> Response:
             try:
-                return fetcher.fetch(request, headers)
+                return fetcher.fetch(request, headers, lambda r: source.sign(r, ctx))
             except httpx.TooManyRedirects as exc:
                 raise SourceError("redirect loop", str(exc)) from None
 

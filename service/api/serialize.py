@@ -52,6 +52,7 @@ def _offer_json(row: dict[str, Any], gpu_names: dict[str, str]) -> dict[str, Any
         "price_per": row["price_per"],
         "price": {"amount": row["amount"], "currency": currency},
         "price_is_floor": bool(row["price_floor"]),
+        "price_includes_tax": row.get("tax_included"),
         "hourly_price": _money(row.get("hourly_amount"), currency),
         "price_per_gpu_hour_usd": row["gpu_hour_usd"],
         "price_usd": row["amount_usd"],

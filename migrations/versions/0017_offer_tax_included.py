@@ -1,0 +1,34 @@
+"""offer.tax_included: whether a quoted price includes sales tax/VAT
+
+Chinese clouds quote CNY prices with VAT included; the AWS Price List quotes before tax.
+A price that says neither is null (most sources), so a reader can tell a stated fact from
+an unknown one.
+
+Revision ID: 0017
+Revises: 0013
+Create Date: 2026-12-04 03:10:00
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = '0017'
+down_revision: str | Sequence[str] | None = '0013'
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    # plain ADD COLUMN on both databases: a batch on SQLite would recreate offer, which
+    # observations reference
+    op.add_column('offer', sa.Column('tax_included', sa.Boolean(), nullable=True))
+
+
+def downgrade() -> None:
+    if op.get_bind().dialect.name == 'sqlite':
+        # a plain DROP COLUMN: batch mode would recreate offer, which observations reference
+        op.execute('ALTER TABLE offer DROP COLUMN tax_included')
+        return
+    op.drop_column('offer', 'tax_included')
