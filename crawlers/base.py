@@ -46,6 +46,8 @@ class Request:
     method: Literal["GET", "POST"] = "GET"
     params: Mapping[str, str] | None = None
     json: Any = None
+    content: bytes | None = None
+    """A body sent as these exact bytes (a signed body must be the bytes signed)."""
     headers: Mapping[str, str] | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
     stream_to_file: bool = False

@@ -140,6 +140,7 @@ class Fetcher:
             request.url,
             params=dict(request.params) if request.params else None,
             json=request.json,
+            content=request.content,
             headers={**headers, **(request.headers or {})},
         ) as raw:
             fetched_at = datetime.now(UTC)
@@ -205,7 +206,14 @@ def drive(
         identity = (
             request.method,
             request.url,
-            repr(sorted((request.params or {}).items())) + repr(request.json),
+            repr(
+                (
+                    sorted((request.params or {}).items()),
+                    request.json,
+                    request.content,
+                    sorted((request.headers or {}).items()),  # e.g. a region named in a header
+                )
+            ),
         )
         if identity in seen_urls:
             raise SourceError("paging loop", f"{request.url} requested twice")
