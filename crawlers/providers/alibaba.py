@@ -225,9 +225,10 @@ class AlibabaEcs(ApiSource):
     def parse_available(self, body: dict[str, Any], ctx: Context) -> Iterator[Request]:
         zones = _list(body, "AvailableZones", "AvailableZone")
         sold: set[str] = set()
-        region = None
+        regions = {str(zone["RegionId"]) for zone in zones}
+        if len(regions) > 1 or not all(_REGION_ID.match(r) for r in regions):
+            raise LayoutChanged(f"unexpected RegionId {sorted(regions)[:3]!r}"[:120])
         for zone in zones:
-            region = str(zone["RegionId"])
             if zone.get("Status") != "Available":
                 continue
             for resource in _list(zone, "AvailableResources", "AvailableResource"):
@@ -236,10 +237,9 @@ class AlibabaEcs(ApiSource):
                 for supported in _list(resource, "SupportedResources", "SupportedResource"):
                     if supported.get("Status") == "Available":
                         sold.add(str(supported["Value"]))
-        if region is None:
+        if not regions:
             return
-        if not _REGION_ID.match(region):
-            raise LayoutChanged(f"unexpected RegionId {region[:40]!r}")
+        (region,) = regions
         for type_id in sorted(sold & set(self.types)):
             for unit in PRICE_UNITS:
                 params = {
