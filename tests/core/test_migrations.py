@@ -119,3 +119,57 @@ def test_sqlite_unchanged_crawl_columns_up_down_up(tmp_path) -> None:  # type: i
 def test_postgres_unchanged_crawl_columns_up_down_up() -> None:
     with scratch_pg_database() as url:
         _unchanged_columns_roundtrip(url)
+
+
+def _offer_columns(engine: Engine) -> set[str]:
+    return {c["name"] for c in inspect(engine).get_columns("offer")}
+
+
+def _tax_column_roundtrip(url: str) -> None:
+    """0017 adds offer.tax_included and takes it away again, keeping the offers and the
+    observations that reference them."""
+    from crawlers.registry import get_source
+    from service.compliance.reference_load import load_reference
+    from service.core.config import REFERENCE_DIR, Settings
+    from service.crawl.run import crawl_source
+    from service.crawl.seed import seed_files
+
+    upgrade(url)
+    engine = make_engine(url)
+    try:
+        assert "tax_included" in _offer_columns(engine)
+        settings = Settings(database_url=url, environment="test", _env_file=None)  # type: ignore[call-arg]
+        load_reference(engine, REFERENCE_DIR)
+        for name in ("ecb", "tencent"):
+            files = seed_files(get_source(name))
+            assert crawl_source(engine, settings, name, from_files=files).label == "ok"
+        count = "SELECT count(*) FROM offer WHERE source = 'tencent'"
+        with engine.connect() as conn:
+            offers = conn.execute(text(count)).scalar_one()
+            flags = set(conn.execute(text("SELECT DISTINCT tax_included FROM offer")).scalars())
+            observations = conn.execute(text("SELECT count(*) FROM price_observation")).scalar()
+        assert offers > 0 and flags == {True}
+        downgrade(url, "0013")
+        engine.dispose()
+        assert "tax_included" not in _offer_columns(engine)
+        with engine.connect() as conn:
+            assert conn.execute(text(count)).scalar_one() == offers
+            kept = conn.execute(text("SELECT count(*) FROM price_observation")).scalar()
+            assert kept == observations
+        upgrade(url)
+        engine.dispose()
+        with engine.connect() as conn:
+            flags = set(conn.execute(text("SELECT DISTINCT tax_included FROM offer")).scalars())
+        assert flags == {None}
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_offer_tax_included_up_down_up(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _tax_column_roundtrip(f"sqlite:///{tmp_path / 'm.db'}")
+
+
+@pytest.mark.postgres
+def test_postgres_offer_tax_included_up_down_up() -> None:
+    with scratch_pg_database() as url:
+        _tax_column_roundtrip(url)
