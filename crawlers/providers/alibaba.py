@@ -158,9 +158,7 @@ class AlibabaEcs(ApiSource):
         return replace(request, params=params)
 
     def start(self, ctx: Context) -> Iterator[Request]:
-        yield self.call(
-            ctx, "DescribeInstanceTypes", MinimumGPUAmount="1", MaxResults=PAGE_SIZE
-        )
+        yield self.call(ctx, "DescribeInstanceTypes", MinimumGPUAmount="1", MaxResults=PAGE_SIZE)
 
     # -------------------------------------------------------------------- answers
 

@@ -293,13 +293,15 @@ def _cny_rate(engine: Engine) -> tuple[Decimal, date]:
 
     fx = FxRate.__table__  # type: ignore[attr-defined]
     with engine.connect() as conn:
-        day = conn.execute(
-            select(fx.c.rate_date).where(fx.c.currency == "CNY").order_by(fx.c.rate_date.desc())
-        ).scalars().first()
-        rates = dict(
+        day = (
             conn.execute(
-                select(fx.c.currency, fx.c.per_eur).where(fx.c.rate_date == day)
-            ).all()
+                select(fx.c.rate_date).where(fx.c.currency == "CNY").order_by(fx.c.rate_date.desc())
+            )
+            .scalars()
+            .first()
+        )
+        rates = dict(
+            conn.execute(select(fx.c.currency, fx.c.per_eur).where(fx.c.rate_date == day)).all()
         )
     return (rates["USD"] / rates["CNY"]).quantize(Decimal("1e-10")), day
 
@@ -355,11 +357,14 @@ def test_each_price_says_whether_it_includes_tax(engine: Engine, settings: Setti
 
 def test_real_aws_china_excerpt_is_skipped_cleanly(realdata: Path) -> None:
     """The real Ningxia excerpt holds one gp3 volume priced in CNY: no GPU offer, no error."""
-    path = realdata / "aws-china" / "aws-pricelist-ec2-cn-northwest-1-gp3-excerpt-opencost-testdata.json"
+    path = (
+        realdata
+        / "aws-china"
+        / "aws-pricelist-ec2-cn-northwest-1-gp3-excerpt-opencost-testdata.json"
+    )
     source = AwsChinaPriceList()
     assert _offline(source, [path]) == []
     data = json.loads(path.read_bytes())
     (sku,) = data["products"]
     assert sku == "R83VXG9NAPDASEGN"
     assert source.product(data["products"][sku], None) is None
-
