@@ -121,6 +121,7 @@ class RegionInfo(BaseModel):
     code: str
     name: str | None = None
     city: str | None = None
+    province: str | None = None
     country: str | None = None
 
 

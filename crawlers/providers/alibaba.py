@@ -43,6 +43,7 @@ from typing import Any
 from urllib.parse import quote
 
 from crawlers.base import ApiSource, Context, LayoutChanged, RawRecord, Request, Response
+from crawlers.http import require
 from crawlers.normalize.decimal_json import plain, response_json
 
 API_VERSION = "2014-05-26"
@@ -281,9 +282,7 @@ class AlibabaEcs(ApiSource):
 
 def _list(mapping: Any, outer: str, inner: str) -> list[Any]:
     """``mapping[outer][inner]``: Alibaba wraps every list in an object named for it."""
-    if not isinstance(mapping, dict) or not isinstance(mapping.get(outer), dict):
-        raise LayoutChanged(f"missing field {outer!r}")
-    items = mapping[outer].get(inner)
+    items = require(mapping, outer, inner)
     if not isinstance(items, list):
-        raise LayoutChanged(f"missing list {outer}.{inner}")
+        raise LayoutChanged(f"{outer}.{inner} is not a list")
     return items

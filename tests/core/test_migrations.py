@@ -126,8 +126,8 @@ def _offer_columns(engine: Engine) -> set[str]:
 
 
 def _tax_column_roundtrip(url: str) -> None:
-    """0017 adds offer.tax_included and takes it away again, keeping the offers and the
-    observations that reference them."""
+    """0017 adds offer.tax_included and region.province and takes them away again, keeping
+    the offers, the observations that reference them and the regions."""
     from crawlers.registry import get_source
     from service.compliance.reference_load import load_reference
     from service.core.config import REFERENCE_DIR, Settings
@@ -138,6 +138,7 @@ def _tax_column_roundtrip(url: str) -> None:
     engine = make_engine(url)
     try:
         assert "tax_included" in _offer_columns(engine)
+        assert "province" in {c["name"] for c in inspect(engine).get_columns("region")}
         settings = Settings(database_url=url, environment="test", _env_file=None)  # type: ignore[call-arg]
         load_reference(engine, REFERENCE_DIR)
         for name in ("ecb", "tencent"):
@@ -152,6 +153,7 @@ def _tax_column_roundtrip(url: str) -> None:
         downgrade(url, "0013")
         engine.dispose()
         assert "tax_included" not in _offer_columns(engine)
+        assert "province" not in {c["name"] for c in inspect(engine).get_columns("region")}
         with engine.connect() as conn:
             assert conn.execute(text(count)).scalar_one() == offers
             kept = conn.execute(text("SELECT count(*) FROM price_observation")).scalar()

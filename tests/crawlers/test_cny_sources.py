@@ -352,6 +352,28 @@ def test_each_price_says_whether_it_includes_tax(engine: Engine, settings: Setti
     assert flags == {"alibaba": True, "aws-china": False, "lambda": None}
 
 
+def test_chinese_regions_map_to_provinces_and_hong_kong_to_hk(engine: Engine) -> None:
+    from schema.catalog import Region
+
+    load_reference(engine, REFERENCE_DIR)
+    region = Region.__table__  # type: ignore[attr-defined]
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(region.c.provider, region.c.code, region.c.country, region.c.province)
+        )
+        places = {(r.provider, r.code): (r.province, r.country) for r in rows}
+    assert places[("alibaba", "cn-beijing")] == ("Beijing", "CN")
+    assert places[("alibaba", "cn-shenzhen")] == ("Guangdong", "CN")
+    assert places[("tencent", "ap-guangzhou")] == ("Guangdong", "CN")
+    assert places[("aws", "cn-northwest-1")] == ("Ningxia", "CN")
+    assert places[("alibaba", "cn-hongkong")] == (None, "HK")
+    assert places[("tencent", "ap-hongkong")] == (None, "HK")
+    mainland = [k for k, (_, country) in places.items() if country == "CN"]
+    assert mainland and all(places[k][0] for k in mainland)
+    for name, regions in (("alibaba", alibaba.REGIONS), ("tencent", tencent.REGIONS)):
+        assert all((name, code) in places for code in regions)
+
+
 # --------------------------------------------------------------------- real data
 
 
