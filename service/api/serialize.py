@@ -89,7 +89,7 @@ def offer_json(
     export = ctx.export_control.get(gpu) if gpu else None
     out["price_per_pflop_hour_usd"] = per_pflop_hour(row, ctx.tflops_bf16.get(gpu) if gpu else None)
     out["region_info"] = (
-        {k: region[k] for k in ("code", "name", "city", "country")} if region else None
+        {k: region[k] for k in ("code", "name", "city", "province", "country")} if region else None
     )
     out["certifications"] = [
         {"scheme": c["scheme"], "valid_to": c["valid_to"], "regions": c["regions"]}
