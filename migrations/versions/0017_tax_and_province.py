@@ -7,7 +7,7 @@ region.province: the first-level subdivision of a region (cn-beijing: Beijing, a
 Guangdong), from the reference data.
 
 Revision ID: 0017
-Revises: 0013
+Revises: 0018 (written after 0013; chained after 0018, which main had when this branch was rebased)
 Create Date: 2026-12-04 03:10:00
 """
 
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = '0017'
-down_revision: str | Sequence[str] | None = '0013'
+down_revision: str | Sequence[str] | None = '0018'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -150,7 +150,7 @@ def _tax_column_roundtrip(url: str) -> None:
             flags = set(conn.execute(text("SELECT DISTINCT tax_included FROM offer")).scalars())
             observations = conn.execute(text("SELECT count(*) FROM price_observation")).scalar()
         assert offers > 0 and flags == {True}
-        downgrade(url, "0013")
+        downgrade(url, "0018")
         engine.dispose()
         assert "tax_included" not in _offer_columns(engine)
         assert "province" not in {c["name"] for c in inspect(engine).get_columns("region")}
