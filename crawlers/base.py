@@ -46,6 +46,8 @@ class Request:
     method: Literal["GET", "POST"] = "GET"
     params: Mapping[str, str] | None = None
     json: Any = None
+    content: bytes | None = None
+    """A body sent as these exact bytes (a signed body must be the bytes signed)."""
     headers: Mapping[str, str] | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
     stream_to_file: bool = False
@@ -81,10 +83,12 @@ RawRecord = dict[str, Any]
 
 @dataclass
 class Context:
-    """What a source may know at run time: its base URL and credential."""
+    """What a source may know at run time: its base URL and credential (for a key pair,
+    ``credential_id`` is the key's ID and ``credential`` its secret)."""
 
     base_url: str
     credential: str | None = None
+    credential_id: str | None = None
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
@@ -101,6 +105,11 @@ class ApiSource:
     currency: ClassVar[str | None] = "USD"
     credential: ClassVar[str | None] = None
     """Name of the Settings field holding the credential (missing → skipped)."""
+    credential_id: ClassVar[str | None] = None
+    """For a key pair (an ID and a secret that signs requests): the Settings field holding
+    the ID, ``credential`` holding the secret; either missing → skipped."""
+    tax_included: ClassVar[bool | None] = None
+    """Whether the quoted prices include sales tax/VAT (None: the source does not say)."""
     docs_url: ClassVar[str | None] = None
     terms_url: ClassVar[str | None] = None
     max_bytes: ClassVar[int | None] = None
@@ -117,3 +126,8 @@ class ApiSource:
     def headers(self, ctx: Context) -> dict[str, str]:
         """Extra request headers (e.g. the credential)."""
         return {}
+
+    def sign(self, request: Request, ctx: Context) -> Request:
+        """The request as sent, signed anew for each attempt (a signature carries a time
+        and a nonce, so a retry is signed again); unsigned sources return it as it is."""
+        return request

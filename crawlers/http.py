@@ -94,13 +94,19 @@ class Fetcher:
         self.retries = 0
         self.spool_dir = spool_dir
 
-    def fetch(self, request: Request, headers: dict[str, str]) -> Response:
+    def fetch(
+        self,
+        request: Request,
+        headers: dict[str, str],
+        prepare: Callable[[Request], Request] | None = None,
+    ) -> Response:
+        """``prepare`` turns the request into the one sent, at each attempt (signing)."""
         policy = self.policy
         last_problem = "network error"
         for attempt in range(policy.max_retries + 1):
             wait: float | None = None
             try:
-                response = self._send(request, headers)
+                response = self._send(prepare(request) if prepare else request, headers)
             except httpx.TimeoutException as exc:
                 last_problem = f"timeout: {type(exc).__name__}"
             except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
@@ -134,6 +140,7 @@ class Fetcher:
             request.url,
             params=dict(request.params) if request.params else None,
             json=request.json,
+            content=request.content,
             headers={**headers, **(request.headers or {})},
         ) as raw:
             fetched_at = datetime.now(UTC)
@@ -199,7 +206,14 @@ def drive(
         identity = (
             request.method,
             request.url,
-            repr(sorted((request.params or {}).items())) + repr(request.json),
+            repr(
+                (
+                    sorted((request.params or {}).items()),
+                    request.json,
+                    request.content,
+                    sorted((request.headers or {}).items()),  # e.g. a region named in a header
+                )
+            ),
         )
         if identity in seen_urls:
             raise SourceError("paging loop", f"{request.url} requested twice")
@@ -264,7 +278,7 @@ def run_api_source(
 
         def fetch(request: Request) -> Response:
             try:
-                return fetcher.fetch(request, headers)
+                return fetcher.fetch(request, headers, lambda r: source.sign(r, ctx))
             except httpx.TooManyRedirects as exc:
                 raise SourceError("redirect loop", str(exc)) from None
 

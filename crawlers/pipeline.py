@@ -29,6 +29,7 @@ class SourceMeta:
     provider: str
     currency: str | None = None
     default_url: str | None = None
+    tax_included: bool | None = None
 
 
 @dataclass
@@ -54,6 +55,8 @@ def stamp(record: dict[str, Any], meta: SourceMeta, *_: Any) -> dict[str, Any]:
         record["currency"] = meta.currency
     if meta.default_url and not record.get("source_url"):
         record["source_url"] = meta.default_url
+    if meta.tax_included is not None:
+        record.setdefault("tax_included", meta.tax_included)
     return record
 
 

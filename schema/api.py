@@ -54,6 +54,11 @@ class OfferPublic(BaseModel):
     price_per: str
     price: Money
     price_is_floor: bool
+    price_includes_tax: bool | None = Field(
+        default=None,
+        description="the quoted price includes sales tax/VAT (true), excludes it (false), "
+        "or the source does not say (null)",
+    )
     hourly_price: Money | None = Field(description="whole SKU for one hour, quoted currency")
     price_per_gpu_hour_usd: Decimal | None
     price_usd: Decimal | None
@@ -116,6 +121,7 @@ class RegionInfo(BaseModel):
     code: str
     name: str | None = None
     city: str | None = None
+    province: str | None = None
     country: str | None = None
 
 

@@ -34,6 +34,11 @@ class Region(SQLModel, table=True):
     name: str | None = Field(default=None, max_length=200)
     country: str = Field(max_length=2, index=True)
     city: str | None = Field(default=None, max_length=200)
+    province: str | None = Field(
+        default=None,
+        max_length=100,
+        description="first-level subdivision (province, state) where the source names one",
+    )
     gpus: list[str] | None = Field(
         default=None,
         sa_type=JSON,

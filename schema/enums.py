@@ -14,6 +14,8 @@ class PriceKind(StrEnum):
     reserved_1y = "reserved_1y"
     reserved_3y = "reserved_3y"
     monthly = "monthly"
+    weekly = "weekly"
+    """A subscription paid a week at a time (e.g. Alibaba Cloud's one-week prepaid term)."""
     interruptible = "interruptible"
 
 

@@ -79,6 +79,9 @@ class Offer(SQLModel, table=True):
     bare_metal: bool | None = None
     price_floor: bool = False
     source_url: str | None = Field(default=None, max_length=2048)
+    tax_included: bool | None = Field(
+        default=None, description="the quoted amount includes sales tax/VAT; null: not stated"
+    )
     fingerprint: str | None = Field(default=None, max_length=16, description="attributes digest")
     status: str = Field(default="active", max_length=16)
     amount: Decimal = Field(sa_type=DecimalType, description="current quoted amount")

@@ -175,6 +175,11 @@ class OfferRecord(BaseModel):
     source_url: str | None = Field(default=None, max_length=2048)
     bare_metal: bool | None = None
     price_floor: bool = Field(default=False, description="the page says 'from' this price")
+    tax_included: bool | None = Field(
+        default=None,
+        description="the amount includes sales tax/VAT (true), excludes it (false), or the "
+        "source does not say (null)",
+    )
     observed_at: datetime | None = None
     locations: tuple[Text, ...] | None = Field(
         default=None,

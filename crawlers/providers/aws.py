@@ -35,7 +35,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 from urllib.parse import urlsplit
 
 import ijson
@@ -137,9 +137,9 @@ RESERVED = {
 _MEMORY = re.compile(r"^\s*([\d,]+(?:\.\d+)?)\s*GiB\s*$")
 
 
-def offer_url(base_url: str, region: str) -> str:
+def offer_url(base_url: str, region: str, index_path: str = INDEX_PATH) -> str:
     """The stable 'current' offer file of one region (a record's provenance link)."""
-    return f"{base_url}/offers/v1.0/aws/AmazonEC2/current/{region}/index.json"
+    return f"{base_url}{index_path.removesuffix('region_index.json')}{region}/index.json"
 
 
 class AwsPriceList(ApiSource):
@@ -157,8 +157,12 @@ class AwsPriceList(ApiSource):
         self.skipped: Counter[str] = Counter()
         """Products and terms left out on purpose, by reason."""
 
+    index_path: ClassVar[str] = INDEX_PATH
+    public_base: ClassVar[str] = PUBLIC_BASE
+    """Where a record's provenance link points (the live endpoint, not a replay server)."""
+
     def start(self, ctx: Context) -> Iterator[Request]:
-        yield Request(f"{ctx.base_url}{INDEX_PATH}", meta={"kind": "region_index"})
+        yield Request(f"{ctx.base_url}{self.index_path}", meta={"kind": "region_index"})
 
     def parse(self, response: Response, ctx: Context) -> Iterator[RawRecord | Request]:
         kind = response.meta.get("kind") or self._sniff(response)
@@ -257,7 +261,7 @@ class AwsPriceList(ApiSource):
             "region": region,
             "price_per": "instance",
             "bare_metal": instance_type.endswith(".metal"),
-            "source_url": offer_url(PUBLIC_BASE, region),
+            "source_url": offer_url(self.public_base, region, self.index_path),
         }
         if count is not None:
             record["gpu_count"] = count

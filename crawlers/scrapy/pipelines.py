@@ -77,7 +77,12 @@ class ValidateOffers:
         spider = _spider(self.crawler)
         data = self.crawler.settings.get(REFERENCE_SETTING)
         self.pipeline = Pipeline(
-            SourceMeta(name=spider.name, provider=spider.provider, currency=spider.currency),
+            SourceMeta(
+                name=spider.name,
+                provider=spider.provider,
+                currency=spider.currency,
+                tax_included=getattr(spider, "tax_included", None),
+            ),
             reference_from_data(data) if data else None,
         )
 

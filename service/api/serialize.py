@@ -52,6 +52,7 @@ def _offer_json(row: dict[str, Any], gpu_names: dict[str, str]) -> dict[str, Any
         "price_per": row["price_per"],
         "price": {"amount": row["amount"], "currency": currency},
         "price_is_floor": bool(row["price_floor"]),
+        "price_includes_tax": row.get("tax_included"),
         "hourly_price": _money(row.get("hourly_amount"), currency),
         "price_per_gpu_hour_usd": row["gpu_hour_usd"],
         "price_usd": row["amount_usd"],
@@ -88,7 +89,7 @@ def offer_json(
     export = ctx.export_control.get(gpu) if gpu else None
     out["price_per_pflop_hour_usd"] = per_pflop_hour(row, ctx.tflops_bf16.get(gpu) if gpu else None)
     out["region_info"] = (
-        {k: region[k] for k in ("code", "name", "city", "country")} if region else None
+        {k: region[k] for k in ("code", "name", "city", "province", "country")} if region else None
     )
     out["certifications"] = [
         {"scheme": c["scheme"], "valid_to": c["valid_to"], "regions": c["regions"]}

@@ -20,6 +20,7 @@ ATTRIBUTES = (
     "bare_metal",
     "price_floor",
     "source_url",
+    "tax_included",
 )
 
 Key = str

@@ -88,6 +88,8 @@ class RegionRow(_Row):
     name: str | None = None
     country: Country
     city: str | None = None
+    province: str | None = None
+    """First-level subdivision (a Chinese province or municipality, a US state)."""
     gpus: list[str] | None = None
     """GPU families known in the region (``family`` of gpus.yaml); None: not published."""
     members: list[str] | None = Field(default=None, min_length=1)
@@ -332,6 +334,7 @@ def write_reference(conn: Connection, checked: CheckedReference) -> dict[str, in
                 "name": r.name,
                 "country": r.country,
                 "city": r.city,
+                "province": r.province,
                 "gpus": r.gpus,
                 "members": r.members,
                 "source_url": r.source,

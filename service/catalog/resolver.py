@@ -17,6 +17,7 @@ from schema.catalog import Provider, Region
 from schema.enums import UnmappedKind
 from schema.gpu_names import GpuNameIndex
 from schema.types import decimal_to_text
+from service.catalog.columns import ATTRIBUTES
 from service.catalog.gpu_catalog import gpu_name_index
 
 PROVIDER = Provider.__table__  # type: ignore[attr-defined]
@@ -92,6 +93,7 @@ class Resolver:
             fields["bare_metal"],
             fields["price_floor"],
             fields["source_url"],
+            fields["tax_included"],
         )
 
     def digest(self, attributes: tuple[Any, ...]) -> str:
@@ -137,6 +139,10 @@ def fingerprint(attributes: tuple[Any, ...]) -> str:
     It is computed from records only (never from stored values), from a text form that
     is the same for equal values: decimals in canonical form (``8.0`` and ``8`` are one
     value and are stored alike), ``str`` of None, bools and strings."""
+    if len(attributes) == len(ATTRIBUTES) and attributes[-1] is None:
+        # tax_included, the last attribute, came later: unknown keeps the digest offers
+        # had before it existed, so the column's arrival changes no stored offer
+        attributes = attributes[:-1]
     return _digest(ATTRIBUTE_SEP.join(map(_attribute_text, attributes)))
 
 

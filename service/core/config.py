@@ -80,6 +80,11 @@ class Settings(BaseSettings):
     lambda_api_key: str | None = None
     runpod_api_key: str | None = None
     vastai_api_key: str | None = None
+    # key pairs: an ID names the key, its secret signs each request
+    alibaba_access_key_id: str | None = None
+    alibaba_access_key_secret: str | None = None
+    tencent_secret_id: str | None = None
+    tencent_secret_key: str | None = None
 
     # compliance
     reference_stale_days: int = Field(default=180, ge=1)

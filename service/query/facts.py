@@ -90,7 +90,14 @@ def catalog_facts(conn: Connection, on: date) -> OfferContext:
 def _load_facts(conn: Connection, on: date) -> OfferContext:
     ctx = OfferContext()
     for r in conn.execute(
-        select(REGION.c.provider, REGION.c.code, REGION.c.name, REGION.c.city, REGION.c.country)
+        select(
+            REGION.c.provider,
+            REGION.c.code,
+            REGION.c.name,
+            REGION.c.city,
+            REGION.c.province,
+            REGION.c.country,
+        )
     ).mappings():
         ctx.regions[(r["provider"], r["code"])] = dict(r)
     certs = conn.execute(

@@ -97,7 +97,12 @@ def list_regions(
     conn: Connection, provider: str | None = None, country: str | None = None
 ) -> list[dict[str, Any]]:
     stmt = select(
-        REGION.c.provider, REGION.c.code, REGION.c.name, REGION.c.country, REGION.c.city
+        REGION.c.provider,
+        REGION.c.code,
+        REGION.c.name,
+        REGION.c.country,
+        REGION.c.city,
+        REGION.c.province,
     ).order_by(REGION.c.provider, REGION.c.code)
     if provider:
         stmt = stmt.where(REGION.c.provider == provider)

@@ -68,6 +68,7 @@ OFFER_COLUMNS = (
     OFFER.c.memory_gb,
     OFFER.c.bare_metal,
     OFFER.c.price_floor,
+    OFFER.c.tax_included,
     OFFER.c.status,
     OFFER.c.first_seen_at,
     OFFER.c.last_changed_at,

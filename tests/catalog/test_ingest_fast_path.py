@@ -102,6 +102,7 @@ def test_mixed_spellings_in_one_crawl_share_one_fingerprint(
                 None,
                 False,
                 None,
+                None,  # tax_included: unknown (the digest is the one it had before)
             )
         )
     }

@@ -196,6 +196,52 @@ def _history_indexes_roundtrip(url: str) -> None:
         engine.dispose()
 
 
+def _offer_columns(engine: Engine) -> set[str]:
+    return {c["name"] for c in inspect(engine).get_columns("offer")}
+
+
+def _tax_column_roundtrip(url: str) -> None:
+    """0017 adds offer.tax_included and region.province and takes them away again, keeping
+    the offers, the observations that reference them and the regions."""
+    from crawlers.registry import get_source
+    from service.compliance.reference_load import load_reference
+    from service.core.config import REFERENCE_DIR, Settings
+    from service.crawl.run import crawl_source
+    from service.crawl.seed import seed_files
+
+    upgrade(url)
+    engine = make_engine(url)
+    try:
+        assert "tax_included" in _offer_columns(engine)
+        assert "province" in {c["name"] for c in inspect(engine).get_columns("region")}
+        settings = Settings(database_url=url, environment="test", _env_file=None)  # type: ignore[call-arg]
+        load_reference(engine, REFERENCE_DIR)
+        for name in ("ecb", "tencent"):
+            files = seed_files(get_source(name))
+            assert crawl_source(engine, settings, name, from_files=files).label == "ok"
+        count = "SELECT count(*) FROM offer WHERE source = 'tencent'"
+        with engine.connect() as conn:
+            offers = conn.execute(text(count)).scalar_one()
+            flags = set(conn.execute(text("SELECT DISTINCT tax_included FROM offer")).scalars())
+            observations = conn.execute(text("SELECT count(*) FROM price_observation")).scalar()
+        assert offers > 0 and flags == {True}
+        downgrade(url, "0015")
+        engine.dispose()
+        assert "tax_included" not in _offer_columns(engine)
+        assert "province" not in {c["name"] for c in inspect(engine).get_columns("region")}
+        with engine.connect() as conn:
+            assert conn.execute(text(count)).scalar_one() == offers
+            kept = conn.execute(text("SELECT count(*) FROM price_observation")).scalar()
+            assert kept == observations
+        upgrade(url)
+        engine.dispose()
+        with engine.connect() as conn:
+            flags = set(conn.execute(text("SELECT DISTINCT tax_included FROM offer")).scalars())
+        assert flags == {None}
+    finally:
+        engine.dispose()
+
+
 def test_sqlite_history_indexes_up_down_up_with_rows(tmp_path) -> None:  # type: ignore[no-untyped-def]
     _history_indexes_roundtrip(f"sqlite:///{tmp_path / 'm.db'}")
 
@@ -204,3 +250,13 @@ def test_sqlite_history_indexes_up_down_up_with_rows(tmp_path) -> None:  # type:
 def test_postgres_history_indexes_up_down_up_with_rows() -> None:
     with scratch_pg_database() as url:
         _history_indexes_roundtrip(url)
+
+
+def test_sqlite_offer_tax_included_up_down_up(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _tax_column_roundtrip(f"sqlite:///{tmp_path / 'm.db'}")
+
+
+@pytest.mark.postgres
+def test_postgres_offer_tax_included_up_down_up() -> None:
+    with scratch_pg_database() as url:
+        _tax_column_roundtrip(url)

@@ -21,9 +21,12 @@ from sqlalchemy import Engine, func, select
 
 from crawlers.platforms.gpuhunt import CHANNEL, GpuhuntCatalog
 from crawlers.platforms.skypilot import SkyPilotCatalog
+from crawlers.providers.alibaba import AlibabaEcs
 from crawlers.providers.aws import INDEX_PATH
+from crawlers.providers.aws_china import CHINA_INDEX_PATH
 from crawlers.providers.azure import SERIES, first_page_url
 from crawlers.providers.gcp import skus_url
+from crawlers.providers.tencent import TencentCvm
 from crawlers.registry import all_sources
 from schema.fx import FxRate
 from schema.prices import CatalogVersion, Offer, PriceObservation
@@ -92,6 +95,30 @@ WIRES: dict[str, Wire] = {
         empty=b'{"formatVersion": "v1.0", "products": {}, "terms": {"OnDemand": {}}}',
         empty_reason="layout changed",
         indexes=1,
+    ),
+    "aws-china": Wire(
+        routes=(
+            (CHINA_INDEX_PATH, "region_index.json"),
+            *(
+                (f"/offers/v1.0/cn/AmazonEC2/20251101000000/{r}/index.json", f"{r}-index.json")
+                for r in ("cn-north-1", "cn-northwest-1")
+            ),
+        ),
+        rename=(('"attributes"', '"attrs"'),),
+        empty=b'{"formatVersion": "v1.0", "products": {}, "terms": {"OnDemand": {}}}',
+        empty_reason="layout changed",
+        indexes=1,
+    ),
+    # signed RPC calls, all to "/": the answers in fetch order (the seed's order)
+    "alibaba": Wire(
+        routes=tuple(("/", f) for f in AlibabaEcs.seed_fixtures),
+        rename=(('"GPUAmount"', '"GPUCount"'),),
+        empty=b'{"RequestId": "E", "NextToken": "", "InstanceTypes": {"InstanceType": []}}',
+    ),
+    "tencent": Wire(
+        routes=tuple(("/", f) for f in TencentCvm.seed_fixtures),
+        rename=(('"InstanceTypeQuotaSet"', '"InstanceTypeSet"'),),
+        empty=b'{"Response": {"InstanceTypeQuotaSet": [], "RequestId": "E"}}',
     ),
     "azure": Wire(
         routes=_azure_routes(),
@@ -287,6 +314,7 @@ def catalog_state(engine: Engine, name: str) -> tuple[dict[int, dict[str, Any]],
 
 def configure(settings: Settings, server: ReplayServer, name: str, **extra: Any) -> Settings:
     credential = getattr(all_sources()[name], "credential", None)
+    key_id = getattr(all_sources()[name], "credential_id", None)
     update: dict[str, Any] = {
         "source_base_urls": {name: server.url},
         "http_max_retries": RETRIES,
@@ -294,6 +322,7 @@ def configure(settings: Settings, server: ReplayServer, name: str, **extra: Any)
         "http_timeout_seconds": 10.0,
         "crawl_timeout_seconds": 60.0,
         **({credential: "test-key"} if credential else {}),
+        **({key_id: "test-key-id"} if key_id else {}),
         **extra,
     }
     return settings.model_copy(update=update)
