@@ -24,6 +24,7 @@ from crawlers.platforms.skypilot import SkyPilotCatalog
 from crawlers.providers.aws import INDEX_PATH
 from crawlers.providers.azure import SERIES, first_page_url
 from crawlers.providers.gcp import skus_url
+from crawlers.providers.vultr import plans_url
 from crawlers.registry import all_sources
 from schema.fx import FxRate
 from schema.prices import CatalogVersion, Offer, PriceObservation
@@ -138,6 +139,14 @@ WIRES: dict[str, Wire] = {
         routes=(("/api/v1/instance-types", "instance-types.json"),),
         rename=(('"price_cents_per_hour"', '"price"'),),
         empty=b'{"data": {}}',
+    ),
+    "vultr": Wire(
+        routes=(
+            (plans_url(""), "plans-page-1.json"),
+            (plans_url("", "bmV4dF9fdmNnLWExMDAtNmMtNjBnLTQwdnJhbQ=="), "plans-page-2.json"),
+        ),
+        rename=(('"hourly_cost"', '"price_hourly"'),),
+        empty=b'{"plans": [], "meta": {"total": 0, "links": {"next": "", "prev": ""}}}',
     ),
     "ecb": Wire(
         routes=(("/stats/eurofxref/eurofxref-hist-90d.xml", "eurofxref-hist-90d.xml"),),
