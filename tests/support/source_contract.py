@@ -168,6 +168,7 @@ WIRES: dict[str, Wire] = {
     "datacrunch-web": Wire(rename=(("GPU model", "Accelerator"),)),
     "gcore-web": Wire(rename=(('"component":"gpu-pricing"', '"component":"prices"'),)),
     "genesiscloud-web": Wire(rename=(("per GPU/hour", "per hour"),)),
+    "crusoe-web": Wire(rename=(("prixing-item", "pricing-item"),)),
     "ovhcloud-web": Wire(rename=(("<th>Prix</th>", "<th>Tarif</th>"), ("data-server", "data-x"))),
 }
 PLATFORM_WIRES: dict[type, Wire] = {
