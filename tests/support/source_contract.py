@@ -148,6 +148,11 @@ WIRES: dict[str, Wire] = {
         rename=(('"hourly_cost"', '"price_hourly"'),),
         empty=b'{"plans": [], "meta": {"total": 0, "links": {"next": "", "prev": ""}}}',
     ),
+    "tensordock": Wire(
+        routes=(("/api/v0/client/deploy/hostnodes", "hostnodes.json"),),
+        rename=(('"specs"', '"spec"'),),
+        empty=b'{"success": true, "hostnodes": {}}',
+    ),
     "ecb": Wire(
         routes=(("/stats/eurofxref/eurofxref-hist-90d.xml", "eurofxref-hist-90d.xml"),),
         rename=(("rate=", "value="),),
