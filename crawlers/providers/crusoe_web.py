@@ -39,11 +39,8 @@ class CrusoeWeb(HtmlSpider):
         )
         header = response.xpath(f"//div[{has_class('pricing-list-header')}]/div")
         headers = [text(h) for h in header][1:]  # the first header names the GPU column
-        columns = [(column(headers, word), kind) for word, kind in KINDS]
-        self.require(
-            [i for i, kind in columns if kind == "on_demand" and i is not None],
-            "an 'On-demand' header",
-        )
+        columns = [(i, kind) for word, kind in KINDS if (i := column(headers, word)) is not None]
+        self.require([k for _, k in columns if k == "on_demand"], "an 'On-demand' header")
         for item in items:
             name = text(item.xpath(f".//h4[{has_class('pricing-item-heading')}]"))
             tags = [text(t) for t in item.xpath(f".//div[{has_class('pricing-tag')}]")]
@@ -51,13 +48,12 @@ class CrusoeWeb(HtmlSpider):
             cells = [text(c) for c in item.xpath(f".//div[{has_class('pricing-rich')}]")]
             if not self.once(response, name, *tags):
                 continue
-            for index, kind in columns:
-                if index is None:  # no such column (a page without spot prices)
-                    continue
+            label = " ".join([name, *tags])  # "NVIDIA H100 80GB HGX"
+            for index, kind in columns:  # a page without a spot column has no spot offers
                 yield from self.offer(
                     response,
-                    sku=slug(" ".join([name, *tags])),
-                    gpu_name=" ".join([name, *tags]),
+                    sku=slug(label),
+                    gpu_name=label,
                     gpu_count=1,
                     gpu_memory_gb=memory,
                     price=cell(cells, index),

@@ -73,7 +73,11 @@ class TensorDock(ApiSource):
             for gpu_id, gpu in host["specs"]["gpu"].items():
                 price = Decimal(str(gpu["price"]))
                 key = (gpu_id, country)
-                if gpu["amount"] > 0 and price > 0 and price < cheapest.get(key, price + 1):
+                if (
+                    gpu["amount"] > 0
+                    and price > 0
+                    and (key not in cheapest or price < cheapest[key])
+                ):
                     cheapest[key] = price
         for (gpu_id, country), price in sorted(cheapest.items()):
             name, memory = gpu_name(gpu_id)
