@@ -20,3 +20,11 @@ def currency_codes() -> frozenset[str]:
 def country_name(code: str) -> str | None:
     country = pycountry.countries.get(alpha_2=code)
     return country.name if country else None
+
+
+def country_code(name: str) -> str | None:
+    """ "United States" -> "US", "Germany" -> "DE"; None when pycountry does not know it."""
+    try:
+        return str(pycountry.countries.lookup(name.strip()).alpha_2)
+    except LookupError:
+        return None

@@ -7,7 +7,7 @@ region.province: the first-level subdivision of a region (cn-beijing: Beijing, a
 Guangdong), from the reference data.
 
 Revision ID: 0017
-Revises: 0015 (written after 0013; chained after 0018, which main had when this branch was rebased)
+Revises: 0015
 Create Date: 2026-12-04 03:10:00
 """
 

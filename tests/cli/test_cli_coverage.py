@@ -78,7 +78,7 @@ def test_seeded_catalog_covers_every_provider_with_a_source(seeded_cli: CliRunne
     with_offers = {p for p, r in rows.items() if r["offers"]["total"]}
     with_sources = {p for p, r in rows.items() if r["sources"]}
     assert with_offers == with_sources  # every source's fixtures are seeded
-    assert len(with_offers) == document["totals"]["with_offers"] >= 26
+    assert len(with_offers) == document["totals"]["with_offers"] >= 29
     assert {p for p, r in rows.items() if r["prices"] == "peer_only"} >= PEER_ONLY
     for row in rows.values():
         for source in row["sources"]:
@@ -90,6 +90,9 @@ def test_seeded_catalog_covers_every_provider_with_a_source(seeded_cli: CliRunne
             assert row["gpu_known_share"] is not None and row["gpu_known_share"] > 0.9, row
     assert rows["cudo"]["sources"][0]["name"] == "skypilot:cudo"
     assert [s["kind"] for s in rows["lambda"]["sources"]] == ["api", "page", "peer", "peer"]
+    assert [s["name"] for s in rows["vultr"]["sources"]] == ["vultr"]
+    assert [s["name"] for s in rows["crusoe"]["sources"]] == ["crusoe-web"]
+    assert [s["name"] for s in rows["tensordock"]["sources"]] == ["tensordock"]
     assert all(r["prices"] == "none" for r in rows.values() if not r["sources"])
     assert (
         rows["aws"]["certifications_known"]

@@ -33,6 +33,7 @@ PAGES: dict[str, tuple[str, ...]] = {
     "datacrunch-web": ("products.html",),
     "gcore-web": ("ai-gpu.html",),
     "genesiscloud-web": ("pricing.html",),
+    "crusoe-web": ("pricing.html",),
     "ovhcloud-web": ("public-cloud-prices.html", "bare-metal-gpu.html"),
 }
 Row = tuple[str, str, str, str | None, int, str]
@@ -194,6 +195,28 @@ def test_genesiscloud(offline: Settings) -> None:
         "NVIDIA HGX H100",
     }
     assert parse("genesiscloud-web").no_price == {"Coming soon": 1}
+
+
+def test_crusoe(offline: Settings) -> None:
+    records = offers(offline, "crusoe-web")
+    g, od, spot = "global", "on_demand", "spot"
+    assert rows(records) == {
+        ("nvidia-h200-141gb-hgx", od, g, "nvidia-h200-sxm-141gb", 1, "4.29"),
+        ("nvidia-h100-80gb-hgx", od, g, "nvidia-h100-sxm-80gb", 1, "3.90"),
+        ("nvidia-h100-80gb-hgx", spot, g, "nvidia-h100-sxm-80gb", 1, "1.60"),
+        ("nvidia-a100-80gb-sxm", od, g, "nvidia-a100-sxm-80gb", 1, "1.95"),
+        ("nvidia-a100-80gb-sxm", spot, g, "nvidia-a100-sxm-80gb", 1, "1.30"),
+        ("nvidia-a100-40gb-pcie", od, g, "nvidia-a100-pcie-40gb", 1, "1.45"),
+        ("nvidia-a100-40gb-pcie", spot, g, "nvidia-a100-pcie-40gb", 1, "1.00"),
+        ("nvidia-l40s-48gb-pcie", od, g, "nvidia-l40s-48gb", 1, "1.00"),
+        ("nvidia-l40s-48gb-pcie", spot, g, "nvidia-l40s-48gb", 1, "0.50"),
+        ("amd-mi300x-192gb", od, g, "amd-mi300x-192gb", 1, "3.45"),
+        ("amd-mi300x-192gb", spot, g, "amd-mi300x-192gb", 1, "0.95"),
+    }
+    assert basis(records) == {("USD", "hour", "gpu")}
+    assert {r.gpu_memory_gb for r in records} == {D(141), D(80), D(40), D(48), D(192)}
+    # GB200 and B200 (both columns) and H200's spot column say "Contact sales"
+    assert parse("crusoe-web").no_price == {"Contact sales": 5}
 
 
 def test_ovhcloud(offline: Settings) -> None:

@@ -27,6 +27,7 @@ from crawlers.providers.aws_china import CHINA_INDEX_PATH
 from crawlers.providers.azure import SERIES, first_page_url
 from crawlers.providers.gcp import skus_url
 from crawlers.providers.tencent import TencentCvm
+from crawlers.providers.vultr import plans_url
 from crawlers.registry import all_sources
 from schema.fx import FxRate
 from schema.prices import CatalogVersion, Offer, PriceObservation
@@ -166,6 +167,19 @@ WIRES: dict[str, Wire] = {
         rename=(('"price_cents_per_hour"', '"price"'),),
         empty=b'{"data": {}}',
     ),
+    "vultr": Wire(
+        routes=(
+            (plans_url(""), "plans-page-1.json"),
+            (plans_url("", "bmV4dF9fdmNnLWExMDAtNmMtNjBnLTQwdnJhbQ=="), "plans-page-2.json"),
+        ),
+        rename=(('"hourly_cost"', '"price_hourly"'),),
+        empty=b'{"plans": [], "meta": {"total": 0, "links": {"next": "", "prev": ""}}}',
+    ),
+    "tensordock": Wire(
+        routes=(("/api/v0/client/deploy/hostnodes", "hostnodes.json"),),
+        rename=(('"specs"', '"spec"'),),
+        empty=b'{"success": true, "hostnodes": {}}',
+    ),
     "ecb": Wire(
         routes=(("/stats/eurofxref/eurofxref-hist-90d.xml", "eurofxref-hist-90d.xml"),),
         rename=(("rate=", "value="),),
@@ -186,6 +200,7 @@ WIRES: dict[str, Wire] = {
     "datacrunch-web": Wire(rename=(("GPU model", "Accelerator"),)),
     "gcore-web": Wire(rename=(('"component":"gpu-pricing"', '"component":"prices"'),)),
     "genesiscloud-web": Wire(rename=(("per GPU/hour", "per hour"),)),
+    "crusoe-web": Wire(rename=(("prixing-item", "pricing-item"),)),
     "ovhcloud-web": Wire(rename=(("<th>Prix</th>", "<th>Tarif</th>"), ("data-server", "data-x"))),
 }
 PLATFORM_WIRES: dict[type, Wire] = {
