@@ -19,9 +19,10 @@ class Money(BaseModel):
 class LocationPublic(BaseModel):
     region: str = Field(description="a region code of the offer's provider")
     country: str | None
-    basis: Literal["source", "reference", "peer"] = Field(
+    basis: Literal["source", "reference", "peer", "provider"] = Field(
         description="who says the offer can run there: the source itself, reference "
-        "regions, or peer catalogs' regional rows"
+        "regions, peer catalogs' regional rows, or (weakest) the provider's GPU regions "
+        "when none of those places this GPU"
     )
 
 

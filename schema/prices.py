@@ -175,5 +175,5 @@ class OfferLocation(SQLModel, table=True):
     offer_id: int = Field(foreign_key="offer.id")
     region: str = Field(max_length=100, description="a region code of the offer's provider")
     country: str | None = Field(default=None, max_length=2)
-    basis: str = Field(max_length=16, description="source | reference | peer")
+    basis: str = Field(max_length=16, description="source | reference | peer | provider")
     position: int = Field(description="0 = first in reference order")

@@ -65,6 +65,13 @@ SHAPES: dict[str, tuple[Shape, ...]] = {
     "B109479": (Shape("BM.GPU.L40S.4", 4, "L40S 48GB", 48, 224, 1024),),
     "B95907": (Shape("BM.GPU.A100-v2.8", 8, "A100 SXM4 80GB", 80, 256, 2048),),
     "B92740": (Shape("BM.GPU4.8", 8, "A100 SXM4 40GB", 40, 128, 2048),),
+    # "GPU - E4": the E4 (AMD Milan) GPU shape BM.GPU.GM4.8, which OCI also names
+    # BM.GPU.A100-v2.8 (release note "BM.GPU.GM4: E4-based GPU compute"; Compute known
+    # issues: "BM.GPU.A100-v2.8 appears as both BM.GPU.A100-v2.8 and BM.GPU.GM4.8").
+    "B93544": (Shape("BM.GPU.GM4.8", 8, "A100 SXM4 80GB", 80, 256, 2048),),
+    # "GPU - H100T": BM.GPU.H100T.8, an H100 shape that OCI's HPC tooling configures
+    # exactly as BM.GPU.H100.8 (same eight GPUs and RDMA NICs); its own part and price.
+    "B109480": (Shape("BM.GPU.H100T.8", 8, "H100 SXM 80GB", 80, 224, 2048),),
     "B95909": (
         Shape("VM.GPU.A10.1", 1, "A10 24GB", 24, 30, 240),
         Shape("VM.GPU.A10.2", 2, "A10 24GB", 24, 60, 480),

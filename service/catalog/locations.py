@@ -16,6 +16,10 @@ from the first basis that names any (docs/locations.md):
 3. ``peer``: peer catalogs' regional rows (sources ``skypilot:<x>`` / ``gpuhunt:<x>``) of
    the same provider and GPU model, except catalogs known to write every instance type into
    every region (:data:`EVERY_TYPE_EVERYWHERE`).
+4. ``provider``: the provider's GPU regions, i.e. its reference regions that list any GPU
+   family, when the offer's GPU is known but no basis above places it (DigitalOcean's L40S,
+   sold but not published per region). Somewhere among the places the provider runs GPUs:
+   weaker than ``reference``, and said so by its basis.
 
 No basis: no rows, and the listing says "location not published".
 
@@ -44,7 +48,7 @@ LOCATION = OfferLocation.__table__  # type: ignore[attr-defined]
 REGION = Region.__table__  # type: ignore[attr-defined]
 GPU = GpuModel.__table__  # type: ignore[attr-defined]
 
-Basis = Literal["source", "reference", "peer"]
+Basis = Literal["source", "reference", "peer", "provider"]
 GLOBAL_REGION = "global"
 """The region code of a price that is the same everywhere the provider operates."""
 EVERY_TYPE_EVERYWHERE = frozenset(
@@ -135,8 +139,16 @@ def derive(
     for code, country in peers:
         if code not in seen and not places.is_group(code) and code != GLOBAL_REGION:
             seen[code] = country or _country(places, code)
-    codes = sorted(seen, key=places.order)
-    return [Location(c, seen[c], "peer") for c in codes]
+    if seen:
+        codes = sorted(seen, key=places.order)
+        return [Location(c, seen[c], "peer") for c in codes]
+    if family is None or group is not None:
+        return []
+    return [
+        Location(p.code, p.country, "provider")
+        for p in places.regions.values()
+        if p.members is None and p.gpus
+    ]
 
 
 def _country(places: Places, code: str) -> str | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
-from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -30,13 +29,6 @@ from tests.support.factories import OFFER, record
 
 UNMAPPED = UnmappedName.__table__  # type: ignore[attr-defined]
 
-NOT_A_GPU_MODEL: dict[tuple[str, str], str] = {
-    ("oracle", "E4"): "OCI price-book part label (a shape generation), names no GPU",
-    ("oracle", "H100T"): "OCI price-book part label not documented as a shape",
-}
-"""(source, raw name) -> why it does not resolve. Kept in docs/data-quality.md too."""
-
-MAX_UNKNOWN_GPU_SHARE = Decimal("0.005")
 
 
 @pytest.fixture(scope="module")
@@ -62,14 +54,12 @@ def _unresolved(engine: Engine) -> dict[tuple[str, str], int]:
 
 def test_seeded_catalog_resolves_every_gpu_name(seeded: Engine) -> None:
     unresolved = _unresolved(seeded)
-    unexpected = {key: n for key, n in unresolved.items() if key not in NOT_A_GPU_MODEL}
-    assert not unexpected, f"GPU names that do not resolve (source, name): offers {unexpected}"
+    assert not unresolved, f"GPU names that do not resolve (source, name): offers {unresolved}"
     with seeded.connect() as conn:
         active = conn.execute(
             select(func.count()).select_from(OFFER).where(OFFER.c.status == "active")
         ).scalar_one()
     assert active > 5000
-    assert Decimal(sum(unresolved.values())) / active <= MAX_UNKNOWN_GPU_SHARE
 
 
 def test_seeded_catalog_marks_inferred_models(seeded: Engine) -> None:

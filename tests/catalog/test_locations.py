@@ -78,8 +78,27 @@ def test_reference_narrowed_by_gpu_family_in_reference_order() -> None:
         ("US-1", "US", "reference"),
     ]
     # a region without `gpus` is no candidate once any region of the provider lists GPUs
-    assert derive("global", "v100", LISTED) == []
+    assert "ICE-01" not in {loc.region for loc in derive("global", "v100", LISTED)}
     assert derive("global", None, LISTED) == []  # an unmapped GPU matches no list
+
+
+def test_a_known_gpu_no_basis_places_falls_back_to_the_providers_gpu_regions() -> None:
+    # v100: no region lists it, no peer row: every region known to run GPUs, weakest basis
+    assert regions(derive("global", "v100", LISTED)) == [
+        ("FIN-01", "FI", "provider"),
+        ("FIN-02", "FI", "provider"),
+        ("US-1", "US", "provider"),
+    ]
+    # peers that place the GPU come first
+    peers = [("ICE-01", "IS")]
+    assert regions(derive("global", "v100", LISTED, peers=peers)) == [("ICE-01", "IS", "peer")]
+    # never for an unmapped GPU, nor inside a group (the group itself is the answer there)
+    assert derive("global", None, LISTED) == []
+    assert regions(derive("north-america", "l40s", GROUPED)) == [
+        ("north-america", "US", "reference")
+    ]
+    # a provider that lists no GPU region anywhere has nothing to fall back to
+    assert derive("global", "v100", Places({"x": Place("x", "US", frozenset())})) == []
 
 
 def test_without_any_gpu_list_every_region_is_a_candidate() -> None:
@@ -193,9 +212,18 @@ def catalog(engine: Engine, settings: Settings) -> Engine:
         "datacrunch-web",
         [
             record(1, provider="datacrunch", source="datacrunch-web", sku="8H100", **GLOBAL),
-            # no Verda region lists L40S: no location, "location not published"
+            # a GPU the catalog does not know: no location, "location not published"
             record(
                 2,
+                provider="datacrunch",
+                source="datacrunch-web",
+                sku="1Z9",
+                gpu_name_raw="Z9 Accelerator",
+                **GLOBAL,
+            ),
+            # no Verda region lists L40S: somewhere among Verda's GPU regions ("provider")
+            record(
+                5,
                 provider="datacrunch",
                 source="datacrunch-web",
                 sku="1L40S",
@@ -233,19 +261,24 @@ def test_filters_match_an_offer_by_its_locations(catalog: Engine, settings: Sett
         ("CANADA-1", "CA", "reference"),
         ("US-1", "US", "reference"),
     ]
-    assert located(catalog, "1L40S") == []
-    every = ["1L40S", "8H100", "H100-SXM", "p5"]
+    assert located(catalog, "1Z9") == []
+    assert located(catalog, "1L40S") == [
+        ("FIN-01", "FI", "provider"),
+        ("FIN-02", "FI", "provider"),
+        ("FIN-03", "FI", "provider"),
+    ]
+    every = ["1L40S", "1Z9", "8H100", "H100-SXM", "p5"]
     assert skus(catalog, settings) == every
 
-    assert skus(catalog, settings, country="FI") == ["8H100"]
+    assert skus(catalog, settings, country="FI") == ["1L40S", "8H100"]
     assert skus(catalog, settings, country="us") == ["H100-SXM"]
-    assert skus(catalog, settings, region="FIN-02") == ["8H100"]
-    assert skus(catalog, settings, region="global") == ["1L40S", "8H100", "H100-SXM"]
-    assert skus(catalog, settings, gdpr="eu_eea") == ["8H100", "p5"]
+    assert skus(catalog, settings, region="FIN-02") == ["1L40S", "8H100"]
+    assert skus(catalog, settings, region="global") == ["1L40S", "1Z9", "8H100", "H100-SXM"]
+    assert skus(catalog, settings, gdpr="eu_eea") == ["1L40S", "8H100", "p5"]
     # not_country keeps an offer that can run elsewhere, and one whose place is unknown
-    assert skus(catalog, settings, not_country=["FI"]) == ["1L40S", "H100-SXM", "p5"]
+    assert skus(catalog, settings, not_country=["FI"]) == ["1Z9", "H100-SXM", "p5"]
     assert skus(catalog, settings, not_country=["CA"]) == every
-    assert skus(catalog, settings, not_country=["CA", "US", "DE"]) == ["1L40S", "8H100"]
+    assert skus(catalog, settings, not_country=["CA", "US", "DE"]) == ["1L40S", "1Z9", "8H100"]
 
 
 def test_rows_show_the_matching_location(catalog: Engine) -> None:
@@ -260,7 +293,7 @@ def test_rows_show_the_matching_location(catalog: Engine) -> None:
         by_sku = {r["sku"]: r for r in list_offers(conn, OfferFilters(), 10)}
     first = by_sku["H100-SXM"]
     assert (first["country"], first["location_region"]) == ("CA", "CANADA-1")
-    unplaced = by_sku["1L40S"]
+    unplaced = by_sku["1Z9"]
     assert (unplaced["country"], unplaced["location_region"], unplaced["locations"]) == (
         None,
         None,
@@ -327,7 +360,7 @@ def test_reference_load_rederives_locations(
     report = load_reference(catalog, edited(tmp_path, verda_l40s))
     assert report.changed["offer_locations"] == 1
     assert located(catalog, "1L40S") == [("FIN-01", "FI", "reference")]
-    assert skus(catalog, settings, country="FI") == ["1L40S", "8H100"]
+    assert skus(catalog, settings, region="FIN-02") == ["8H100"]
     again = load_reference(catalog, edited(tmp_path / "again", verda_l40s))
     assert again.changed["offer_locations"] == 0  # only changes are written
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,8 +21,8 @@ from tests.support.source_contract import offers_by
 ROUTE = "/pls/apex/cetools/api/v1/products/?currencyCode=USD"
 FILE = FIXTURES / "oracle" / "products-USD.json"
 OFFER = Offer.__table__  # type: ignore[attr-defined]
-SHAPES = 17  # shapes of the 12 known parts
-UNKNOWN_PARTS = {"B93544", "B109480", "B111758", "B112140", "B112237", "B112613"}
+SHAPES = 19  # shapes of the 14 known parts
+UNKNOWN_PARTS = {"B111758", "B112140", "B112237", "B112613"}
 
 
 def _settings(settings: Settings, server: ReplayServer) -> Settings:
@@ -76,14 +77,20 @@ def test_gpu_parts_become_per_gpu_shape_offers(
     assert offers["BM.GPU.A100-v2.8"]["amount"] == Decimal("4")
     # parts the table does not know yet: one GPU-hour each, visible rather than dropped
     assert {f"gpu-part-{p}" for p in UNKNOWN_PARTS} <= set(offers)
-    assert offers["gpu-part-B109480"]["amount"] == Decimal("10.75")
+    assert offers["gpu-part-B112613"]["amount"] == Decimal("4.5")
+    # the E4 and H100T parts bill their own shapes, at their own prices
+    assert offers["BM.GPU.H100T.8"]["amount"] == Decimal("10.75")
+    assert offers["BM.GPU.GM4.8"]["amount"] == Decimal("3.05")
     # software licences, on-premises appliances and per-node rows are not offers
     assert not {"gpu-part-B111824", "gpu-part-B110965", "gpu-part-B111455"} & set(offers)
 
     slugs = {r.sku: gpu_of(r) for r in report.records}
     assert slugs["BM.GPU.H200.8"] == "nvidia-h200-sxm-141gb"
     assert slugs["BM.GPU.MI300X.8"] == "amd-mi300x-192gb"
-    assert report.unmapped.get("gpu:H100T") == 1
+    assert slugs["BM.GPU.H100T.8"] == "nvidia-h100-sxm-80gb"
+    assert slugs["BM.GPU.GM4.8"] == "nvidia-a100-sxm-80gb"
+    # an unknown part's chip name resolves when the catalog knows it
+    assert slugs["gpu-part-B112237"] is not None and not report.unmapped
 
     assert "authorization" not in {k.lower() for k in server.requests[-1][2]}
 
@@ -167,3 +174,21 @@ def test_a_cut_database_connection_fails_the_crawl_as_unavailable(
     finally:
         engine.dispose()
         admin.dispose()
+
+
+def test_a_part_whose_chip_the_catalog_does_not_know_is_shown_not_dropped(
+    tmp_path: Path,
+) -> None:
+    book = _book()
+    rental = next(i for i in book["items"] if i["partNumber"] == "B112613")
+    book["items"].append(
+        {**rental, "partNumber": "B999999", "displayName": "OCI - Compute - GPU - Z9"}
+    )
+    saved = tmp_path / "products-USD.json"
+    saved.write_bytes(_body(book))
+    settings = Settings(environment="test", _env_file=None)  # type: ignore[call-arg]
+    report = crawl_source(None, settings, "oracle", from_files=[saved], dry_run=True)
+    assert report.label == "ok"
+    unknown = {r.sku: r for r in report.records}["gpu-part-B999999"]
+    assert unknown.gpu_name_raw == "Z9" and unknown.amount == Decimal("4.5")
+    assert report.unmapped == {"gpu:Z9": 1}
