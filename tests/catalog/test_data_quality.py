@@ -30,7 +30,6 @@ from tests.support.factories import OFFER, record
 UNMAPPED = UnmappedName.__table__  # type: ignore[attr-defined]
 
 
-
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory: pytest.TempPathFactory, sqlite_template: Path) -> Iterator[Engine]:
     path = tmp_path_factory.mktemp("seeded") / "seed.db"
