@@ -245,6 +245,16 @@ class Exclusion(BaseModel):
     reasons: list[str]
 
 
+class EligibleRow(BaseModel):
+    """One line of ``gpuatlas eligible --format jsonl|csv``: an eligible provider (with its
+    cheapest offer) or, with ``--explain``, an excluded one (with its reasons)."""
+
+    provider: str
+    offer_count: int | None = None
+    cheapest: OfferPublic | None = None
+    reasons: list[str] | None = None
+
+
 class EligibleProviders(BaseModel):
     catalog_version: int
     data: list[EligibleProvider]

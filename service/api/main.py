@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from service.alerts.listeners import install as install_alert_outbox
 from service.api import metrics, problems
 from service.api.conditional import ContentETagMiddleware
+from service.api.request_id import RequestIdMiddleware
 from service.api.response_cache import ResponseCache, ResponseCacheMiddleware
 from service.api.routes import catalog, compare, export, health, offers, reference, sources_run
 from service.api.routes import compliance as compliance_routes
@@ -48,18 +49,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 leader.stop()
             app.state.response_cache.close()
             app.state.engine.dispose()
+            metrics.process_exit()
 
     app = FastAPI(title="gpuatlas", version="0.1.0", description=API_DESCRIPTION, lifespan=lifespan)
     app.state.settings = settings
     app.state.engine = make_engine(settings.database_url)
+    app.state.metrics = metrics.Metrics()
     app.state.response_cache = ResponseCache(
-        app.state.engine, settings.response_cache_mb * 1024 * 1024
+        app.state.engine,
+        settings.response_cache_mb * 1024 * 1024,
+        on_outcome=app.state.metrics.cache_outcome,
     )
     app.add_middleware(ResponseCacheMiddleware, cache=app.state.response_cache)
     app.add_middleware(ContentETagMiddleware)  # outside the cache, inside metrics
     problems.install(app)
     problems.document(app)
-    app.state.metrics = metrics.install(app)
+    app.add_middleware(metrics.MetricsMiddleware, metrics=app.state.metrics)
+    app.add_middleware(RequestIdMiddleware)  # outermost: every line of a request has its id
     app.include_router(health.router)
     app.include_router(offers.router)
     app.include_router(compare.router)

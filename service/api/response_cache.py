@@ -33,6 +33,7 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -149,8 +150,14 @@ class ChangeToken:
 class ResponseCache:
     """The stored answers, their change token and counters (one per application)."""
 
-    def __init__(self, engine: Engine, max_bytes: int) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        max_bytes: int,
+        on_outcome: Callable[[str, int], None] | None = None,
+    ) -> None:
         self.max_bytes = max_bytes
+        self.on_outcome = on_outcome
         self.max_entry = max_bytes // MAX_ENTRY_SHARE
         self.token = ChangeToken(engine)
         self.entries: OrderedDict[tuple[str, bytes, date], Entry] = OrderedDict()
@@ -187,17 +194,10 @@ class ResponseCache:
             _, evicted = self.entries.popitem(last=False)
             self.size -= len(evicted.body)
 
-    def metrics(self) -> list[str]:
-        """Prometheus lines for /metrics."""
-        return [
-            "# HELP gpuatlas_response_cache_requests_total Cacheable GETs, by outcome.",
-            "# TYPE gpuatlas_response_cache_requests_total counter",
-            f'gpuatlas_response_cache_requests_total{{outcome="hit"}} {self.hits}',
-            f'gpuatlas_response_cache_requests_total{{outcome="miss"}} {self.misses}',
-            "# HELP gpuatlas_response_cache_bytes Bytes of answers held.",
-            "# TYPE gpuatlas_response_cache_bytes gauge",
-            f"gpuatlas_response_cache_bytes {self.size}",
-        ]
+    def counted(self, outcome: str) -> None:
+        """Report a ``hit`` or ``miss`` (and the bytes held) to the application's metrics."""
+        if self.on_outcome is not None:
+            self.on_outcome(outcome, self.size)
 
 
 class ResponseCacheMiddleware:
@@ -220,6 +220,7 @@ class ResponseCacheMiddleware:
         entry = cache.lookup(key, before)
         if entry is not None:
             cache.hits += 1
+            cache.counted("hit")
             scope["route"] = entry.route  # for the metrics' route label
             await send(
                 {"type": "http.response.start", "status": entry.status, "headers": entry.headers}
@@ -227,6 +228,7 @@ class ResponseCacheMiddleware:
             await send({"type": "http.response.body", "body": entry.body})
             return
         cache.misses += 1
+        cache.counted("miss")
         await self._compute(scope, receive, send, key, before)
 
     def _cacheable(self, scope: Scope) -> bool:

@@ -18,7 +18,6 @@ import orjson
 from schema.api import (
     ExportControlSummary,
     ObservationPublic,
-    OfferPublic,
 )
 from service.core.units import q
 from service.query.facts import OfferContext
@@ -121,9 +120,29 @@ def dumps(value: Any) -> bytes:
     return orjson.dumps(value, default=_json_default, option=orjson.OPT_UTC_Z)
 
 
-def offer_public(row: dict[str, Any], gpu_names: dict[str, str]) -> OfferPublic:
-    """``gpu_names``: :attr:`service.query.facts.OfferContext.gpu_names`."""
-    return OfferPublic(**_offer_json(row, gpu_names))  # the money dicts validate into Money
+def eligible_json(
+    rows: list[dict[str, Any]],
+    gpu_names: dict[str, str],
+    version: int,
+    reasons: dict[str, list[str]] | None = None,
+) -> dict[str, Any]:
+    """``EligibleProviders`` as plain values: one row per provider with its cheapest offer,
+    and (``reasons`` given: ``explain``) why every other provider is out. The API route and
+    ``gpuatlas eligible --format json|jsonl|csv`` both write this."""
+    return {
+        "catalog_version": version,
+        "data": [
+            {
+                "provider": r["provider"],
+                "offer_count": r["offer_count"],
+                "cheapest": _offer_json(r, gpu_names),
+            }
+            for r in rows
+        ],
+        "excluded": None
+        if reasons is None
+        else [{"provider": p, "reasons": why} for p, why in sorted(reasons.items())],
+    }
 
 
 def per_pflop_hour(row: dict[str, Any], tflops: Decimal | None) -> Decimal | None:

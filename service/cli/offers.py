@@ -13,44 +13,12 @@ import typer
 
 from service.cli.common import CliError, FormatOpt, UsageProblem, engine, err, handle_errors
 from service.cli.filters import FilterArgs, api_problems, build_listing, filter_options
-from service.cli.output import Format, emit, text
+from service.cli.output import Format, emit, emit_documents, text
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
     from service.api.params import Listing
-
-
-OFFER_COLUMNS = [
-    "id",
-    "provider",
-    "sku",
-    "region",
-    "country",
-    "gpu_slug",
-    "gpu_name",
-    "gpu_name_raw",
-    "gpu_inferred",
-    "gpu_count",
-    "gpu_memory_gb",
-    "bare_metal",
-    "price_kind",
-    "amount",
-    "currency",
-    "unit",
-    "gpu_hour_usd",
-    "hourly_usd",
-    "amount_usd",
-    "fx_rate",
-    "fx_date",
-    "source",
-    "also_from",
-    "last_changed_at",
-    "crawl_run_id",
-    "raw_sha256",
-    "location_region",
-    "locations",
-]
 
 
 SORTS = (
@@ -106,7 +74,7 @@ def offers(
 ) -> None:
     """Current offers (or --as-of a version or time), cheapest USD per GPU-hour first."""
     from service.core.units import q
-    from service.query.facts import catalog_facts
+    from service.query.facts import offer_context
     from service.query.offers import also_from, list_offers
 
     key = sort.removeprefix("-")
@@ -128,31 +96,21 @@ def offers(
             descending=descending,
         )
         others = also_from(conn, rows, version=listing.pinned_version)
-        facts = catalog_facts(conn, listing.today)
+        facts = offer_context(conn, rows, listing.today)
+    if fmt is not Format.table:
+        from schema.api import OfferDetail
+        from service.api.serialize import offer_json
+
+        documents = [offer_json(r, facts, display, others[r["id"]]) for r in rows]
+        emit_documents(documents, fmt, OfferDetail)
+        return
     for r in rows:
-        r["gpu_name"] = facts.gpu_names.get(r["gpu_slug"]) if r["gpu_slug"] else None
         r["gpu_label"] = facts.gpu_label(r)
         r["also_from"] = others[r["id"]]
-        if fmt is Format.csv:
-            r["also_from"] = _also_from_text(r["also_from"])
-    columns = list(OFFER_COLUMNS)
-    if display is not None:
-        code, per_usd = display
-        columns += ["display_currency", "display_amount", "display_gpu_hour"]
-        for r in rows:
-            r["display_currency"] = code
-            r["display_amount"] = q(r["amount_usd"] * per_usd) if r["amount_usd"] else None
+        if display is not None:
             r["display_gpu_hour"] = (
-                q(r["gpu_hour_usd"] * per_usd) if r["gpu_hour_usd"] is not None else None
+                q(r["gpu_hour_usd"] * display[1]) if r["gpu_hour_usd"] is not None else None
             )
-    if fmt is not Format.table:
-        if fmt is Format.csv:
-            from service.catalog.locations import locations_text
-
-            for r in rows:
-                r["locations"] = locations_text(r["locations"])
-        emit(rows, fmt, columns)
-        return
     display_rows = []
     for r in rows:
         row = {
@@ -213,36 +171,33 @@ def eligible(
                 version=listing.pinned_version,
                 compliance=listing.compliance,
             )
+    if fmt is not Format.table:
+        from schema.api import EligibleRow
+        from service.api.serialize import eligible_json
+
+        body = eligible_json(rows, facts.gpu_names, listing.version, reasons if explain else None)
+        if fmt is Format.json:
+            emit_documents(body, fmt)
+        else:  # one line (row) per provider: eligible ones, then the excluded ones
+            excluded = body["excluded"] or []
+            emit_documents([*body["data"], *excluded], fmt, EligibleRow)
+        return
     out: list[dict[str, Any]] = [
         {
             "provider": r["provider"],
-            "eligible": True,
             "offer_count": r["offer_count"],
             "offer_id": r["id"],
             "sku": r["sku"],
             "region": r["region"],
             "country": r["country"],
             "location_region": r.get("location_region"),
-            "gpu_slug": r["gpu_slug"],
-            "gpu_name": facts.gpu_names.get(r["gpu_slug"]) if r["gpu_slug"] else None,
             "gpu_label": facts.gpu_label(r),
             "gpu_count": r["gpu_count"],
             "price_kind": r["price_kind"],
-            "amount": r["amount"],
-            "currency": r["currency"],
-            "unit": r["unit"],
             "gpu_hour_usd": r["gpu_hour_usd"],
-            "excluded_by": None,
         }
         for r in rows
     ]
-    out += [
-        {"provider": p, "eligible": False, "offer_count": 0, "excluded_by": "; ".join(why)}
-        for p, why in sorted(reasons.items())
-    ]
-    if fmt is not Format.table:
-        emit(out, fmt, list(out[0]) if out else ["provider", "eligible"])
-        return
     emit(
         [
             {
@@ -258,18 +213,13 @@ def eligible(
                 "usd/gpu-h": r["gpu_hour_usd"],
             }
             for r in out
-            if r["eligible"]
         ],
         fmt,
         title=f"eligible providers (catalog version {listing.version})",
     )
     if explain:
         emit(
-            [
-                {"provider": r["provider"], "excluded by": r["excluded_by"]}
-                for r in out
-                if not r["eligible"]
-            ],
+            [{"provider": p, "excluded by": "; ".join(why)} for p, why in sorted(reasons.items())],
             fmt,
             ["provider", "excluded by"],
             title="excluded providers",

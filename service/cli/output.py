@@ -90,3 +90,63 @@ def emit_jsonl(items: Iterable[Any]) -> None:
     for item in items:
         sys.stdout.write(dumps(item).decode() + "\n")
     sys.stdout.flush()
+
+
+def columns_of(model: Any, prefix: str = "") -> list[str]:
+    """A document model's CSV columns, from its schema (not from the rows, so a null nested
+    object still has its columns): nested models become dotted columns (``price.amount``),
+    everything else (lists included) one column."""
+    from types import NoneType, UnionType
+    from typing import Union, get_args, get_origin
+
+    from pydantic import BaseModel
+
+    names: list[str] = []
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if get_origin(annotation) in (Union, UnionType):
+            options = [a for a in get_args(annotation) if a is not NoneType]
+            annotation = options[0] if len(options) == 1 else annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            names += columns_of(annotation, f"{prefix}{name}.")
+        else:
+            names.append(f"{prefix}{name}")
+    return names
+
+
+def cell_of(document: dict[str, Any], column: str) -> Any:
+    """The value a dotted column names in a document (None through a null object)."""
+    value: Any = document
+    for part in column.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def emit_documents(documents: Any, fmt: Format, model: Any = None) -> None:
+    """API documents, written as the API writes them (``service.api.serialize.dumps``):
+    ``json`` the whole value, ``jsonl`` one document per line, ``csv`` one row per document
+    with ``model``'s columns (:func:`columns_of`; lists as one cell of compact JSON)."""
+    from service.api.serialize import dumps as api_dumps
+
+    out = sys.stdout
+    if fmt is Format.json:
+        out.write(api_dumps(documents).decode() + "\n")
+    elif fmt is Format.jsonl:
+        for document in documents:
+            out.write(api_dumps(document).decode() + "\n")
+    else:
+        columns = columns_of(model)
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(columns)
+        for document in documents:
+            writer.writerow([_cell(cell_of(document, c), api_dumps) for c in columns])
+    out.flush()
+
+
+def _cell(value: Any, api_dumps: Any) -> str:
+    """A CSV cell with the JSON document's value text (``2026-12-04T08:00:00Z``, ``true``)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return str(api_dumps(value).decode()).strip('"')

@@ -30,6 +30,19 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     scheduler_enabled: bool = True
+    workers: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="API worker processes; with more than one, /metrics adds up every "
+        "worker's counts (prometheus-client's multiprocess mode)",
+    )
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description="json: one JSON object per log line, each with the request_id of the "
+        "request being served",
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     schedules: dict[str, str] = Field(
         default_factory=dict,
         description='per-source interval override (JSON), e.g. {"vastai": "10m", "aws": "off"}',

@@ -22,16 +22,16 @@ PLACES = Decimal("1e-10")
 
 
 def q(value: Decimal) -> Decimal:
-    """Round to the 10 decimal places every stored figure keeps (banker's rounding)."""
-    return value.quantize(PLACES, rounding=ROUND_HALF_EVEN).normalize()
-
-
-def money(value: Decimal) -> Decimal:
-    """:func:`q`, written without an exponent (``525600``, never ``5.256E+5``): a total as
-    JSON shows it to people and programs."""
-    value = q(value)
+    """Round to the 10 decimal places every stored figure keeps (banker's rounding), without
+    trailing zeros and never with an exponent: ``20`` (not ``2E+1``), ``525600``, ``0.5``, as
+    JSON and CSV show it to people and programs."""
+    value = value.quantize(PLACES, rounding=ROUND_HALF_EVEN).normalize()
     exponent = value.as_tuple().exponent
     return value.quantize(Decimal(1)) if isinstance(exponent, int) and exponent > 0 else value
+
+
+money = q
+"""The name the TCO totals use; the same rounding as every figure."""
 
 
 def instance_hourly(

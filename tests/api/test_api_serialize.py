@@ -3,6 +3,9 @@ per-snapshot catalog facts behind it are never stale."""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,13 +13,15 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import TypeAdapter
 from sqlalchemy import Engine, update
+from typer.testing import CliRunner
 
 from schema.api import OfferDetail, Page
 from schema.compliance import Certification
-from service.core.config import Settings
+from service.core.config import Settings, get_settings
 from service.query.facts import snapshot_token
 from tests.api.test_api_query import seed
 from tests.support.api_client import api_client
+from tests.support.cli import run
 
 CERT = Certification.__table__  # type: ignore[attr-defined]
 PAGE = TypeAdapter(Page[OfferDetail])
@@ -84,3 +89,78 @@ def test_snapshot_token_moves_with_every_commit(client: TestClient, engine: Engi
         conn.execute(update(CERT).values(notes="touched again"))
         conn.commit()
         assert snapshot_token(conn) != own  # the connection's own writes count too
+
+
+@pytest.mark.parametrize(
+    ("cli_args", "params"),
+    [
+        ((), {}),
+        (
+            ("--gpu", "h100", "--sort", "-price", "--currency", "usd"),
+            {"gpu": "h100", "sort": "-price", "currency": "usd"},
+        ),
+        (
+            ("--include-peers", "--not-country", "US"),
+            {"include_peers": "true", "not_country": "US"},
+        ),
+    ],
+)
+def test_the_cli_writes_the_apis_offer_documents(
+    client: TestClient,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    cli_args: tuple[str, ...],
+    params: dict[str, str],
+) -> None:
+    """One serializer: ``gpuatlas offers --format json|jsonl|csv`` and ``GET /v1/offers``
+    give the same offers with the same field names, nesting and value text."""
+    monkeypatch.setenv("GPUATLAS_DATABASE_URL", settings.database_url)
+    get_settings.cache_clear()
+    runner = CliRunner()
+    api = client.get("/v1/offers", params={**params, "limit": "50"})
+    assert api.status_code == 200, api.text
+    documents = api.json()["data"]
+    assert documents
+
+    code, out, err = run(runner, "offers", *cli_args, "--limit", "50", "-f", "json")
+    assert code == 0, err
+    assert json.loads(out) == documents
+    code, out, err = run(runner, "offers", *cli_args, "--limit", "50", "-f", "jsonl")
+    assert [json.loads(line) for line in out.splitlines()] == documents
+
+    code, out, err = run(runner, "offers", *cli_args, "--limit", "50", "-f", "csv")
+    assert code == 0, err
+    header, *lines = list(csv.reader(io.StringIO(out)))
+    # every field of the document is a column, or dotted columns under it, in its order
+    assert list(dict.fromkeys(c.split(".")[0] for c in header)) == list(documents[0])
+    for document, line in zip(documents, lines, strict=True):
+        assert dict(zip(header, line, strict=True)) == {c: text_of(document, c) for c in header}
+    get_settings.cache_clear()
+
+
+def text_of(document: dict[str, Any], column: str) -> str:
+    """What a CSV cell must hold, computed independently of the CLI's code: the JSON value's
+    text, lists as compact JSON, null (or under a null object) empty."""
+    value: Any = document
+    for part in column.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return json.dumps(value, separators=(",", ":"))
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def test_eligible_cli_and_api_bodies_are_one(
+    client: TestClient, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GPUATLAS_DATABASE_URL", settings.database_url)
+    get_settings.cache_clear()
+    api = client.get("/v1/eligible-providers", params={"gpu": "h100", "explain": "true"})
+    assert api.status_code == 200, api.text
+    code, out, err = run(CliRunner(), "eligible", "--gpu", "h100", "--explain", "-f", "json")
+    assert code == 0, err
+    assert json.loads(out) == api.json()
+    get_settings.cache_clear()

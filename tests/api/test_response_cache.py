@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine, text
 
 from service.api.main import create_app
@@ -141,12 +142,25 @@ def test_metrics_count_hits_and_label_the_route(client: TestClient) -> None:
     client.get(LISTING)
     _until_hit(client, LISTING)
     cache = client.app.state.response_cache  # type: ignore[attr-defined]
-    metrics = client.get("/metrics").text
-    assert f'gpuatlas_response_cache_requests_total{{outcome="hit"}} {cache.hits}' in metrics
-    assert f'gpuatlas_response_cache_requests_total{{outcome="miss"}} {cache.misses}' in metrics
+    metrics = samples(client.get("/metrics").text)
+    assert metrics[("gpuatlas_response_cache_requests_total", (("outcome", "hit"),))] == cache.hits
+    assert metrics[("gpuatlas_response_cache_requests_total", (("outcome", "miss"),))] == (
+        cache.misses
+    )
     assert cache.hits == 1
+    assert metrics[("gpuatlas_response_cache_bytes", ())] == cache.size > 0
     requests = cache.hits + cache.misses  # the hit counted under its route
-    assert f'route="/v1/offers",status="200"}} {requests}' in metrics
+    route = (("method", "GET"), ("route", "/v1/offers"), ("status", "200"))
+    assert metrics[("gpuatlas_http_requests_total", route)] == requests
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of a Prometheus text exposition, parsed by prometheus-client's parser."""
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def test_turned_off(seeded: Engine, settings: Settings) -> None:

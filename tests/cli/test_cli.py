@@ -38,14 +38,14 @@ def test_ingest_versions_offers_history_roundtrip(cli: CliRunner, tmp_path: Path
     code, out, _ = run(cli, "offers", "--gpu", "h100", "--limit", "3", "-f", "json")
     rows = json.loads(out)
     assert len(rows) == 3
-    assert rows[0]["gpu_slug"] == "nvidia-h100-sxm-80gb"
-    assert rows[0]["amount"] == "20"  # exact decimal text, never a float
-    prices = [float(r["gpu_hour_usd"]) for r in rows]
+    assert rows[0]["gpu"] == "nvidia-h100-sxm-80gb"
+    assert rows[0]["price"]["amount"] == "20"  # exact decimal text, never a float
+    prices = [float(r["price_per_gpu_hour_usd"]) for r in rows]
     assert prices == sorted(prices)
     code, out, _ = run(cli, "history", str(rows[0]["id"]), "-f", "json")
     assert code == 0 and len(json.loads(out)) == 1
     code, out, _ = run(cli, "offers", "--provider", "lambda", "-f", "csv")
-    assert out.splitlines()[0].startswith("id,provider,sku")
+    assert out.splitlines()[0].startswith("id,provider,source,sku")
     code, out, _ = run(cli, "offers", "--country", "de", "-f", "jsonl")
     assert code == 0 and len(out.splitlines()) == 5
     assert all(json.loads(line)["country"] == "DE" for line in out.splitlines())

@@ -76,9 +76,9 @@ def jsonl(out: str) -> list[dict[str, Any]]:
 def test_offers_filters_sort_and_formats(catalog: CliRunner) -> None:
     rows = json.loads(ok(catalog, "offers", "-f", "json"))
     assert len(rows) == 7
-    per_gpu = [Decimal(r["gpu_hour_usd"]) for r in rows]
+    per_gpu = [Decimal(r["price_per_gpu_hour_usd"]) for r in rows]
     assert per_gpu == sorted(per_gpu)
-    assert rows[0]["amount"] == "20" and rows[0]["gpu_slug"] == H100  # exact decimal text
+    assert rows[0]["price"]["amount"] == "20" and rows[0]["gpu"] == H100  # exact decimal text
 
     def providers(*args: str) -> list[str]:
         return [r["provider"] for r in jsonl(ok(catalog, "offers", *args, "-f", "jsonl"))]
@@ -98,10 +98,12 @@ def test_offers_filters_sort_and_formats(catalog: CliRunner) -> None:
     assert providers("--provider-hq-not-in", "US") == []
     assert providers("--include-peers", "--region", "r1") == ["lambda", "runpod"]
 
-    by_price = [r["amount"] for r in jsonl(ok(catalog, "offers", "--sort=-price", "-f", "jsonl"))]
+    by_price = [
+        r["price"]["amount"] for r in jsonl(ok(catalog, "offers", "--sort=-price", "-f", "jsonl"))
+    ]
     assert by_price[:3] == ["28", "24", "20"]
     assert [
-        r["amount"]
+        r["price"]["amount"]
         for r in jsonl(ok(catalog, "offers", "--sort", "price", "--desc", "-f", "jsonl"))
     ] == by_price
 
@@ -109,11 +111,15 @@ def test_offers_filters_sort_and_formats(catalog: CliRunner) -> None:
     assert {r["provider"] for r in jsonl(ok(catalog, "offers", "--as-of", "1", "-f", "jsonl"))} == {
         "lambda"
     }
-    header, *lines = ok(catalog, "offers", "--currency", "usd", "-f", "csv").splitlines()
-    assert header.startswith("id,provider,sku") and header.endswith(
-        "display_currency,display_amount,display_gpu_hour"
+    table = list(
+        csv.DictReader(io.StringIO(ok(catalog, "offers", "--currency", "usd", "-f", "csv")))
     )
-    assert len(lines) == 7 and next(csv.reader(lines))[-3:] == ["USD", "20", "2.5"]
+    assert len(table) == 7
+    first = table[0]
+    assert (first["display_price.amount"], first["display_price.currency"]) == ("20", "USD")
+    assert first["display_price_per_gpu_hour.amount"] == "2.5"
+    assert (first["price.amount"], first["price.currency"]) == ("20", "USD")
+    assert json.loads(first["locations"]) == [] and json.loads(first["certifications"]) == []
 
     code, out, err = run(catalog, "offers", "--limit", "3")
     assert code == 0 and "offers (USD per GPU-hour ascending)" in out and "runpod" in out
@@ -123,16 +129,18 @@ def test_offers_filters_sort_and_formats(catalog: CliRunner) -> None:
 
 
 def test_eligible_and_explain(catalog: CliRunner) -> None:
-    rows = json.loads(ok(catalog, "eligible", "--min-gpus", "1", "-f", "json"))
-    assert [(r["provider"], r["offer_count"], r["amount"]) for r in rows] == [
+    body = json.loads(ok(catalog, "eligible", "--min-gpus", "1", "-f", "json"))
+    assert [
+        (r["provider"], r["offer_count"], r["cheapest"]["price"]["amount"]) for r in body["data"]
+    ] == [
         ("lambda", 3, "20"),
         ("runpod", 4, "2.75"),
     ]
-    assert all(r["eligible"] for r in rows)
+    assert body["excluded"] is None and body["catalog_version"] == 2
     rows = jsonl(ok(catalog, "eligible", "--country", "US", "--explain", "-f", "jsonl"))
-    assert [r["provider"] for r in rows if r["eligible"]] == ["runpod"]
-    excluded = {r["provider"]: r["excluded_by"] for r in rows if not r["eligible"]}
-    assert excluded["lambda"] == "country=US"
+    assert [r["provider"] for r in rows if "cheapest" in r] == ["runpod"]
+    excluded = {r["provider"]: r["reasons"] for r in rows if "reasons" in r}
+    assert excluded["lambda"] == ["country=US"]
     out = ok(catalog, "eligible", "--country", "US", "--explain")
     assert "eligible providers" in out and "excluded providers" in out and "country=US" in out
 

@@ -8,15 +8,13 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Response
 
 from schema.api import (
-    EligibleProvider,
     EligibleProviders,
-    Exclusion,
     TcoProvider,
     TcoResult,
 )
 from service.api.deps import ConnDep, cache, reject_unknown_params
 from service.api.params import FILTER_PARAMS, ListingDep
-from service.api.serialize import offer_public
+from service.api.serialize import eligible_json
 from service.core.units import HOURS_PER_MONTH
 from service.query.eligibility import eligible_providers, explain_exclusions
 from service.query.facts import catalog_facts
@@ -54,7 +52,7 @@ def eligible(
     rows = eligible_providers(
         conn, listing.filters, version=listing.pinned_version, compliance=listing.compliance
     )
-    excluded = None
+    reasons = None
     if explain:
         reasons = explain_exclusions(
             conn,
@@ -63,20 +61,8 @@ def eligible(
             version=listing.pinned_version,
             compliance=listing.compliance,
         )
-        excluded = [Exclusion(provider=p, reasons=r) for p, r in sorted(reasons.items())]
     names = catalog_facts(conn, listing.today).gpu_names
-    return EligibleProviders(
-        catalog_version=listing.version,
-        data=[
-            EligibleProvider(
-                provider=r["provider"],
-                offer_count=r["offer_count"],
-                cheapest=offer_public(r, names),
-            )
-            for r in rows
-        ],
-        excluded=excluded,
-    )
+    return EligibleProviders.model_validate(eligible_json(rows, names, listing.version, reasons))
 
 
 @router.get(
