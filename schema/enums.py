@@ -17,6 +17,12 @@ class PriceKind(StrEnum):
     weekly = "weekly"
     """A subscription paid a week at a time (e.g. Alibaba Cloud's one-week prepaid term)."""
     interruptible = "interruptible"
+    serverless = "serverless"
+    """A serverless worker that scales to zero and bills only while it runs (RunPod's flex
+    workers): per second, no commitment, a cold start on the first request."""
+    serverless_active = "serverless_active"
+    """An always-on serverless worker, billed every second whether busy or not, at a discount
+    to :attr:`serverless` (RunPod's active workers)."""
 
 
 class Unit(StrEnum):

@@ -29,14 +29,19 @@ from service.query.costs import GB_PER_TB, CostBook, Priced, monthly_usd
 from service.query.eligibility import cheapest_by_kind
 from service.query.filters import ComplianceSets, OfferFilters
 
-HOURLY_KINDS = {"on_demand", "spot", "low_priority", "interruptible"}
-TERM_MONTHS = {
-    "monthly": 1,
-    "reserved_1m": 1,
-    "reserved_6m": 6,
-    "reserved_1y": 12,
-    "reserved_3y": 36,
+HOURLY_KINDS = {"on_demand", "spot", "low_priority", "interruptible", "serverless"}
+"""Billed for the hours used (``hours_per_month``); serverless flex workers for the seconds."""
+ALWAYS_ON_KINDS = {"serverless_active"}
+"""Billed every hour of every month, used or not (an always-on serverless worker)."""
+TERM_HOURS: dict[str, Decimal] = {
+    "weekly": Decimal(168),
+    "monthly": HOURS_PER_MONTH,
+    "reserved_1m": HOURS_PER_MONTH,
+    "reserved_6m": 6 * HOURS_PER_MONTH,
+    "reserved_1y": 12 * HOURS_PER_MONTH,
+    "reserved_3y": 36 * HOURS_PER_MONTH,
 }
+"""A commitment's term in hours: every hour of each whole term is billed."""
 StorageClass = Literal["block", "object"]
 
 
@@ -59,17 +64,18 @@ class Workload:
         }
 
 
-def term_cost(per_gpu_hour: Decimal, gpus: Decimal, term: int, months: int) -> Decimal:
-    """A commitment bills every hour of each whole term, paid when the term starts."""
-    terms = math.ceil(months / term)
-    return per_gpu_hour * gpus * HOURS_PER_MONTH * term * terms
+def term_cost(per_gpu_hour: Decimal, gpus: Decimal, term_hours: Decimal, months: int) -> Decimal:
+    """A commitment bills every hour of each whole term (a week: 168 hours; a month: 730),
+    paid when the term starts: ``months`` of use take as many whole terms as cover them."""
+    terms = math.ceil(months * HOURS_PER_MONTH / term_hours)
+    return per_gpu_hour * gpus * term_hours * terms
 
 
 def break_even(
     on_demand: Decimal,
     reserved: Decimal,
     work: Workload,
-    term: int,
+    term_hours: Decimal,
     hidden_on_demand: Decimal = Decimal(0),
     hidden_reserved: Decimal = Decimal(0),
 ) -> int | None:
@@ -78,7 +84,7 @@ def break_even(
     gpus, hours = work.gpu_count, work.hours_per_month
     for month in range(1, work.months + 1):
         od = (on_demand * gpus * hours + hidden_on_demand) * month
-        if od >= term_cost(reserved, gpus, term, month) + hidden_reserved * month:
+        if od >= term_cost(reserved, gpus, term_hours, month) + hidden_reserved * month:
             return month
     return None
 
@@ -122,8 +128,10 @@ def tco(
             even = None
             if kind in HOURLY_KINDS:
                 instance = price * work.gpu_count * work.hours_per_month * work.months
-            elif kind in TERM_MONTHS:
-                term = TERM_MONTHS[kind]
+            elif kind in ALWAYS_ON_KINDS:
+                instance = price * work.gpu_count * HOURS_PER_MONTH * work.months
+            elif kind in TERM_HOURS:
+                term = TERM_HOURS[kind]
                 instance = term_cost(price, work.gpu_count, term, work.months)
                 if od is not None:
                     even = break_even(od["gpu_hour_usd"], price, work, term, od_hidden, monthly)

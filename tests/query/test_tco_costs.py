@@ -9,8 +9,16 @@ from decimal import Decimal
 from hypothesis import given
 from hypothesis import strategies as st
 
+from service.core.units import HOURS_PER_MONTH
 from service.query.costs import CostBook, CostRate
-from service.query.tco import Workload, break_even, term_cost
+from service.query.tco import (
+    ALWAYS_ON_KINDS,
+    HOURLY_KINDS,
+    TERM_HOURS,
+    Workload,
+    break_even,
+    term_cost,
+)
 
 D = Decimal
 
@@ -98,10 +106,23 @@ def test_a_regions_rate_wins_over_the_providers() -> None:
 def test_break_even_counts_hidden_costs() -> None:
     work = Workload(gpu_count=D(1), hours_per_month=D(730), months=12)
     # on demand 730 a month against a 1-year term of 0.5 x 730 x 12 = 4,380 paid up front
-    assert term_cost(D("0.5"), D(1), 12, 12) == D(4380)
-    assert break_even(D(1), D("0.5"), work, 12) == 6
+    assert term_cost(D("0.5"), D(1), 12 * HOURS_PER_MONTH, 12) == D(4380)
+    assert break_even(D(1), D("0.5"), work, 12 * HOURS_PER_MONTH) == 6
     # 100 a month more at the reserved option's region: 730 m >= 4,380 + 100 m from m = 7
-    assert break_even(D(1), D("0.5"), work, 12, D(0), D(100)) == 7
+    assert break_even(D(1), D("0.5"), work, 12 * HOURS_PER_MONTH, D(0), D(100)) == 7
     # and more at the on-demand's region brings it forward: 830 m >= 4,380 from m = 6
-    assert break_even(D(1), D("0.5"), work, 12, D(100), D(0)) == 6
-    assert break_even(D(1), D("0.5"), Workload(D(1), D(730), 5), 12) is None
+    assert break_even(D(1), D("0.5"), work, 12 * HOURS_PER_MONTH, D(100), D(0)) == 6
+    assert break_even(D(1), D("0.5"), Workload(D(1), D(730), 5), 12 * HOURS_PER_MONTH) is None
+
+
+def test_weekly_terms_and_always_on_serverless() -> None:
+    # a weekly rental bills whole weeks: 3 months (2,190 hours) take 14 weeks (2,352 hours)
+    assert term_cost(D(2), D(8), D(168), 3) == D(2) * 8 * 168 * 14
+    # 28,000 a week for 8 GPUs is 20.833… per GPU-hour; 12 months take 53 weeks
+    week = D(28000) / 8 / 168
+    assert term_cost(week, D(8), D(168), 12) == week * 8 * 168 * 53
+    # cheaper than on demand at 24 per GPU-hour from the first month
+    work = Workload(gpu_count=D(8), hours_per_month=HOURS_PER_MONTH, months=12)
+    assert break_even(D(24), week, work, D(168)) == 1
+    assert "serverless" in HOURLY_KINDS and "serverless_active" in ALWAYS_ON_KINDS
+    assert TERM_HOURS["weekly"] == 168 and TERM_HOURS["reserved_1y"] == 12 * HOURS_PER_MONTH

@@ -175,6 +175,11 @@ WIRES: dict[str, Wire] = {
         rename=(('"hourly_cost"', '"price_hourly"'),),
         empty=b'{"plans": [], "meta": {"total": 0, "links": {"next": "", "prev": ""}}}',
     ),
+    "runpod-serverless": Wire(
+        routes=(("/serverless/pricing.md", "pricing.md"),),
+        rename=(("GPU type(s)", "Accelerator(s)"),),
+        empty=b"| **GPU type(s)** | **Memory** | **Flex cost per second** |\n| --- | --- | --- |\n",
+    ),
     "tensordock": Wire(
         routes=(("/api/v0/client/deploy/hostnodes", "hostnodes.json"),),
         rename=(('"specs"', '"spec"'),),
