@@ -25,7 +25,6 @@ END = "<!-- coverage:end -->"
 DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 PEER_ONLY = {  # providers seen only through peer catalogs when issue 24 was closed
     "cloudrift",
-    "cudo",
     "fluidstack",
     "hyperbolic",
     "jarvislabs",
@@ -88,7 +87,7 @@ def test_seeded_catalog_covers_every_provider_with_a_source(seeded_cli: CliRunne
         if row["offers"]["total"]:
             assert sum(row["offers"]["by_price_kind"].values()) == row["offers"]["total"]
             assert row["gpu_known_share"] is not None and row["gpu_known_share"] > 0.9, row
-    assert rows["cudo"]["sources"][0]["name"] == "skypilot:cudo"
+    assert [s["name"] for s in rows["cudo"]["sources"]] == ["cudo", "skypilot:cudo"]
     assert [s["kind"] for s in rows["lambda"]["sources"]] == ["api", "page", "peer", "peer"]
     assert [s["name"] for s in rows["vultr"]["sources"]] == ["vultr"]
     assert [s["name"] for s in rows["crusoe"]["sources"]] == ["crusoe-web"]
@@ -98,7 +97,8 @@ def test_seeded_catalog_covers_every_provider_with_a_source(seeded_cli: CliRunne
         rows["aws"]["certifications_known"]
         and "iso27001" in (rows["aws"]["certifications"]["certified"])
     )
-    assert not rows["cudo"]["certifications_known"]
+    assert rows["cudo"]["certifications"]["reported"] == ["soc2_type2"]
+    assert not rows["fluidstack"]["certifications_known"]
 
 
 def test_the_cli_and_the_api_print_one_document(seeded_cli: CliRunner, seeded_url: str) -> None:
