@@ -77,7 +77,7 @@ def test_seeded_catalog_covers_every_provider_with_a_source(seeded_cli: CliRunne
     with_offers = {p for p, r in rows.items() if r["offers"]["total"]}
     with_sources = {p for p, r in rows.items() if r["sources"]}
     assert with_offers == with_sources  # every source's fixtures are seeded
-    assert len(with_offers) == document["totals"]["with_offers"] >= 29
+    assert len(with_offers) == document["totals"]["with_offers"] >= 32
     assert {p for p, r in rows.items() if r["prices"] == "peer_only"} >= PEER_ONLY
     for row in rows.values():
         for source in row["sources"]:
@@ -92,6 +92,7 @@ def test_seeded_catalog_covers_every_provider_with_a_source(seeded_cli: CliRunne
     assert [s["name"] for s in rows["vultr"]["sources"]] == ["vultr"]
     assert [s["name"] for s in rows["crusoe"]["sources"]] == ["crusoe-web"]
     assert [s["name"] for s in rows["tensordock"]["sources"]] == ["tensordock"]
+    assert [s["name"] for s in rows["voltagepark"]["sources"]] == ["voltagepark-web"]
     assert all(r["prices"] == "none" for r in rows.values() if not r["sources"])
     assert (
         rows["aws"]["certifications_known"]

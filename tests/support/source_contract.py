@@ -207,6 +207,7 @@ WIRES: dict[str, Wire] = {
     "gcore-web": Wire(rename=(('"component":"gpu-pricing"', '"component":"prices"'),)),
     "genesiscloud-web": Wire(rename=(("per GPU/hour", "per hour"),)),
     "crusoe-web": Wire(rename=(("prixing-item", "pricing-item"),)),
+    "voltagepark-web": Wire(rename=(("pricing11_plan", "pricing12_plan"),)),
     "ovhcloud-web": Wire(rename=(("<th>Prix</th>", "<th>Tarif</th>"), ("data-server", "data-x"))),
 }
 PLATFORM_WIRES: dict[type, Wire] = {
