@@ -89,6 +89,7 @@ class Settings(BaseSettings):
     )
 
     # credentials of the sources that need one (a missing one skips that source)
+    cudo_api_key: str | None = None
     gcp_api_key: str | None = None
     lambda_api_key: str | None = None
     runpod_api_key: str | None = None

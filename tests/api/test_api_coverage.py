@@ -27,8 +27,8 @@ def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
         record(51, source="lambda", provider="lambda", country=None, region="nowhere"),
     ]
     ingest(engine, settings, CrawlResult(source="lambda", records=first_party))
-    peer = records(3, source="skypilot:cudo", provider="cudo", country="NO")
-    ingest(engine, settings, CrawlResult(source="skypilot:cudo", records=peer))
+    peer = records(3, source="skypilot:fluidstack", provider="fluidstack", country="NO")
+    ingest(engine, settings, CrawlResult(source="skypilot:fluidstack", records=peer))
     yield from api_client(settings)
 
 
@@ -49,10 +49,10 @@ def test_one_row_per_provider_with_sources_offers_and_shares(client: TestClient)
     assert sources["lambda-web"]["last_good_crawl"] is None  # never crawled here
     assert sources["skypilot:lambda"]["kind"] == "peer"
     assert next(iter(sources)) == "lambda"  # first-party sources first
-    cudo = rows["cudo"]
-    assert cudo["prices"] == "peer_only"
-    assert cudo["offers"]["total"] == 3 and cudo["location_known_share"] == 1.0
-    assert not cudo["certifications_known"]
+    fluidstack = rows["fluidstack"]
+    assert fluidstack["prices"] == "peer_only"
+    assert fluidstack["offers"]["total"] == 3 and fluidstack["location_known_share"] == 1.0
+    assert not fluidstack["certifications_known"]
     assert rows["aws"]["prices"] == "none" and rows["aws"]["gpu_known_share"] is None
     assert rows["aws"]["certifications_known"]
     assert "ecb" not in rows  # an FX feed is no provider's source
@@ -69,8 +69,8 @@ def test_one_row_per_provider_with_sources_offers_and_shares(client: TestClient)
 
 
 def test_one_provider(client: TestClient) -> None:
-    answer = client.get("/v1/coverage", params={"provider": "cudo"})
-    assert [r["provider"] for r in answer.json()["providers"]] == ["cudo"]
+    answer = client.get("/v1/coverage", params={"provider": "fluidstack"})
+    assert [r["provider"] for r in answer.json()["providers"]] == ["fluidstack"]
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,6 @@ END = "<!-- coverage:end -->"
 DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 PEER_ONLY = {  # providers seen only through peer catalogs when issue 24 was closed
     "cloudrift",
-    "cudo",
     "fluidstack",
     "hyperbolic",
     "jarvislabs",
@@ -78,7 +77,7 @@ def test_seeded_catalog_covers_every_provider_with_a_source(seeded_cli: CliRunne
     with_offers = {p for p, r in rows.items() if r["offers"]["total"]}
     with_sources = {p for p, r in rows.items() if r["sources"]}
     assert with_offers == with_sources  # every source's fixtures are seeded
-    assert len(with_offers) == document["totals"]["with_offers"] >= 29
+    assert len(with_offers) == document["totals"]["with_offers"] >= 32
     assert {p for p, r in rows.items() if r["prices"] == "peer_only"} >= PEER_ONLY
     for row in rows.values():
         for source in row["sources"]:
@@ -88,17 +87,19 @@ def test_seeded_catalog_covers_every_provider_with_a_source(seeded_cli: CliRunne
         if row["offers"]["total"]:
             assert sum(row["offers"]["by_price_kind"].values()) == row["offers"]["total"]
             assert row["gpu_known_share"] is not None and row["gpu_known_share"] > 0.9, row
-    assert rows["cudo"]["sources"][0]["name"] == "skypilot:cudo"
+    assert [s["name"] for s in rows["cudo"]["sources"]] == ["cudo", "skypilot:cudo"]
     assert [s["kind"] for s in rows["lambda"]["sources"]] == ["api", "page", "peer", "peer"]
     assert [s["name"] for s in rows["vultr"]["sources"]] == ["vultr"]
     assert [s["name"] for s in rows["crusoe"]["sources"]] == ["crusoe-web"]
     assert [s["name"] for s in rows["tensordock"]["sources"]] == ["tensordock"]
+    assert [s["name"] for s in rows["voltagepark"]["sources"]] == ["voltagepark-web"]
     assert all(r["prices"] == "none" for r in rows.values() if not r["sources"])
     assert (
         rows["aws"]["certifications_known"]
         and "iso27001" in (rows["aws"]["certifications"]["certified"])
     )
-    assert not rows["cudo"]["certifications_known"]
+    assert rows["cudo"]["certifications"]["reported"] == ["soc2_type2"]
+    assert not rows["fluidstack"]["certifications_known"]
 
 
 def test_the_cli_and_the_api_print_one_document(seeded_cli: CliRunner, seeded_url: str) -> None:

@@ -1,5 +1,5 @@
-"""The six issue-4 spiders beyond the first five: offline parses of their authored
-fixtures (exact offers) and the hook a "layout changed" error names.
+"""The issue-4 spiders beyond the first five, and issue 24's Crusoe and Voltage Park: offline
+parses of their authored fixtures (exact offers) and the hook a "layout changed" error names.
 
 Offline parses run the spider's own ``parse`` in-process (``--from-file``); crawls over
 HTTP are in the contract suite (test_source_contract.py).
@@ -34,6 +34,7 @@ PAGES: dict[str, tuple[str, ...]] = {
     "gcore-web": ("ai-gpu.html",),
     "genesiscloud-web": ("pricing.html",),
     "crusoe-web": ("pricing.html",),
+    "voltagepark-web": ("pricing.html",),
     "ovhcloud-web": ("public-cloud-prices.html", "bare-metal-gpu.html"),
 }
 Row = tuple[str, str, str, str | None, int, str]
@@ -219,6 +220,17 @@ def test_crusoe(offline: Settings) -> None:
     assert parse("crusoe-web").no_price == {"Contact sales": 5}
 
 
+def test_voltagepark(offline: Settings) -> None:
+    records = offers(offline, "voltagepark-web")
+    g, h100 = "global", "nvidia-h100-sxm-80gb"
+    assert rows(records) == {
+        ("hgx-h100-on-demand-ethernet", "on_demand", g, h100, 1, "1.99"),
+        ("hgx-h100-on-demand-3200-gbps-infiniband", "on_demand", g, h100, 8, "2.29"),
+    }
+    assert basis(records) == {("USD", "hour", "gpu")}
+    assert parse("voltagepark-web").no_price == {}  # Long-Term Reserve is not read
+
+
 def test_ovhcloud(offline: Settings) -> None:
     records = offers(offline, "ovhcloud-web")
     g = "global"
@@ -280,6 +292,7 @@ LAYOUT_CHANGES: dict[str, tuple[Callable[[str], str], str]] = {
     "datacrunch-web": (_swap("GPU model", "Accelerator"), "GPU model"),
     "gcore-web": (_swap('"component":"gpu-pricing"', '"component":"prices"'), "gpu-pricing"),
     "genesiscloud-web": (_swap("per GPU/hour", "per hour"), "per GPU/hour"),
+    "voltagepark-web": (_swap("pricing11_plan", "pricing12_plan"), "div.pricing11_plan"),
     "ovhcloud-web": (
         lambda p: p.replace("<th>Prix</th>", "<th>Tarif</th>").replace("data-server", "data-x"),
         "GPU price table",

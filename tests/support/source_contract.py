@@ -25,6 +25,7 @@ from crawlers.providers.alibaba import AlibabaEcs
 from crawlers.providers.aws import INDEX_PATH
 from crawlers.providers.aws_china import CHINA_INDEX_PATH
 from crawlers.providers.azure import SERIES, first_page_url
+from crawlers.providers.cudo import machine_types_url
 from crawlers.providers.gcp import skus_url
 from crawlers.providers.tencent import TencentCvm
 from crawlers.providers.vultr import plans_url
@@ -185,6 +186,11 @@ WIRES: dict[str, Wire] = {
         rename=(('"specs"', '"spec"'),),
         empty=b'{"success": true, "hostnodes": {}}',
     ),
+    "cudo": Wire(
+        routes=tuple((machine_types_url("", n), f"machine-types-page-{n}.json") for n in (1, 2, 3)),
+        rename=(('"priceHr"', '"price"'),),
+        empty=b'{"pageNumber": 1, "pageSize": 10, "totalCount": 0, "machineTypes": []}',
+    ),
     "ecb": Wire(
         routes=(("/stats/eurofxref/eurofxref-hist-90d.xml", "eurofxref-hist-90d.xml"),),
         rename=(("rate=", "value="),),
@@ -206,6 +212,7 @@ WIRES: dict[str, Wire] = {
     "gcore-web": Wire(rename=(('"component":"gpu-pricing"', '"component":"prices"'),)),
     "genesiscloud-web": Wire(rename=(("per GPU/hour", "per hour"),)),
     "crusoe-web": Wire(rename=(("prixing-item", "pricing-item"),)),
+    "voltagepark-web": Wire(rename=(("pricing11_plan", "pricing12_plan"),)),
     "ovhcloud-web": Wire(rename=(("<th>Prix</th>", "<th>Tarif</th>"), ("data-server", "data-x"))),
 }
 PLATFORM_WIRES: dict[type, Wire] = {
