@@ -9,6 +9,7 @@ import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
+import pyarrow.parquet as pq
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
@@ -33,6 +34,7 @@ def awkward_catalog(engine: Engine, settings: Settings) -> None:
             source_url=f'https://example.com/p?a={i},b="{text}"',
             bare_metal=(None, True, False)[i % 3],
             amount=("0.0000001", "12.5", "100", "3.14159")[i % 4],
+            tax_included=(None, True, False)[(i + 1) % 3],
         )
         for i, text in enumerate(AWKWARD * 3)
     ]
@@ -67,3 +69,13 @@ def test_csv_and_jsonl_hold_the_same_values(client: TestClient) -> None:
     assert {"with,comma", 'with "quotes"', "two\nlines"} <= {
         r["sku"].rsplit("-", 1)[0] for r in rows
     }
+
+
+def test_the_tax_flag_is_exported_in_every_format(client: TestClient) -> None:
+    rows = list(csv.DictReader(io.StringIO(client.get("/v1/export?format=csv").text)))
+    assert {r["price_includes_tax"] for r in rows} == {"", "true", "false"}
+    lines = client.get("/v1/export", params={"format": "jsonl"}).text.splitlines()
+    assert {json.loads(line)["price_includes_tax"] for line in lines} == {None, True, False}
+    table = pq.read_table(io.BytesIO(client.get("/v1/export?format=parquet").content))
+    assert str(table.schema.field("price_includes_tax").type) == "bool"
+    assert set(table.column("price_includes_tax").to_pylist()) == {None, True, False}

@@ -95,6 +95,8 @@ COLUMNS = (
     ("fx_rate_usd", "fx_rate"),
     ("fx_date", "fx_date"),
     ("price_is_floor", "price_floor"),
+    # true / false as the source says; empty when it does not say (docs/sources/cny-clouds.md)
+    ("price_includes_tax", "tax_included"),
     ("first_seen", "first_seen_at"),
     ("last_changed", "last_changed_at"),
     ("catalog_version", "version_from"),
@@ -117,7 +119,7 @@ PARQUET_SCHEMA = pa.schema(
         (name, pa.int64())
         if name in ("id", "catalog_version", "crawl_run_id")
         else (name, pa.bool_())
-        if name in ("bare_metal", "price_is_floor")
+        if name in ("bare_metal", "price_is_floor", "price_includes_tax")
         else (name, pa.timestamp("us", tz="UTC"))
         if name in ("first_seen", "last_changed")
         else (name, pa.date32())
