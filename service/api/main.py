@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from service.alerts.listeners import install as install_alert_outbox
 from service.api import metrics, problems
 from service.api.conditional import ContentETagMiddleware
-from service.api.request_id import RequestIdMiddleware
+from service.api.observe import ObserveMiddleware
 from service.api.response_cache import ResponseCache, ResponseCacheMiddleware
 from service.api.routes import catalog, compare, export, health, offers, reference, sources_run
 from service.api.routes import compliance as compliance_routes
@@ -64,8 +64,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(ContentETagMiddleware)  # outside the cache, inside metrics
     problems.install(app)
     problems.document(app)
-    app.add_middleware(metrics.MetricsMiddleware, metrics=app.state.metrics)
-    app.add_middleware(RequestIdMiddleware)  # outermost: every line of a request has its id
+    # outermost: a request's id, metrics and log line cover everything inside
+    app.add_middleware(ObserveMiddleware, metrics=app.state.metrics)
     app.include_router(health.router)
     app.include_router(offers.router)
     app.include_router(compare.router)

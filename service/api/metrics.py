@@ -13,7 +13,6 @@ so they are the same whichever worker answers.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 
 import prometheus_client
@@ -21,7 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, mult
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy import Connection
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
 from schema.types import utcnow
 from service.query.runs import catalog_counts, crawl_status_counts, last_good_crawls
@@ -141,37 +140,6 @@ def route_template(scope: Scope) -> str:
     ``/v1/offers/{offer_id}``, never one series per offer id."""
     route = scope.get("route")
     return str(getattr(route, "path", "unmatched"))
-
-
-class MetricsMiddleware:
-    """Counts and times every HTTP request by method, route template and status.
-
-    A plain ASGI middleware: ``@app.middleware("http")`` (Starlette's ``BaseHTTPMiddleware``)
-    runs the application in a task of its own and streams the answer through a memory
-    channel, which cost more than a whole answer served from the response cache."""
-
-    def __init__(self, app: ASGIApp, *, metrics: Metrics) -> None:
-        self.app = app
-        self.metrics = metrics
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 500
-
-        async def measured(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, measured)
-        finally:
-            elapsed = time.perf_counter() - started
-            self.metrics.observe(scope["method"], route_template(scope), status, elapsed)
 
 
 def prepare_multiprocess(folder: str) -> None:

@@ -1,10 +1,15 @@
-"""Request ids and the request log.
+"""Every request observed once: its id, its metrics, its log line.
 
 Every answer carries ``X-Request-ID``: the caller's own (``X-Request-ID`` of the request, when
 it is 1–128 characters of ``A-Za-z0-9._:-``) or a new one. While the request is served the id
 is in :data:`service.core.logs.REQUEST_ID`, so every log line written for it carries it, and
 the request ends with one ``gpuatlas.request`` line: method, path, route template, status
-and duration.
+and duration. The same pass counts and times it in the application's Prometheus metrics
+(:class:`service.api.metrics.Metrics`, by route template).
+
+A plain ASGI middleware: ``@app.middleware("http")`` (Starlette's ``BaseHTTPMiddleware``)
+runs the application in a task of its own and streams the answer through a memory channel,
+which cost more than a whole answer served from the response cache.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import uuid
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.api.metrics import route_template
+from service.api.metrics import Metrics, route_template
 from service.core.logs import REQUEST_ID
 
 HEADER = b"x-request-id"
@@ -32,11 +37,13 @@ def request_id(scope: Scope) -> str:
     return uuid.uuid4().hex
 
 
-class RequestIdMiddleware:
-    """Sets the request id, echoes it in the answer, and logs the request when done."""
+class ObserveMiddleware:
+    """Sets the request id and echoes it in the answer; when the request is done, counts
+    and times it and logs it."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, metrics: Metrics) -> None:
         self.app = app
+        self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -57,6 +64,9 @@ class RequestIdMiddleware:
         try:
             await self.app(scope, receive, tagged)
         finally:
+            elapsed = time.perf_counter() - started
+            route = route_template(scope)
+            self.metrics.observe(scope["method"], route, status, elapsed)
             if log.isEnabledFor(logging.INFO):
                 log.info(
                     "%s %s %s",
@@ -66,9 +76,9 @@ class RequestIdMiddleware:
                     extra={
                         "method": scope["method"],
                         "path": scope["path"],
-                        "route": route_template(scope),
+                        "route": route,
                         "status": status,
-                        "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+                        "duration_ms": round(elapsed * 1000, 2),
                     },
                 )
             REQUEST_ID.reset(token)
