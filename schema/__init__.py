@@ -3,6 +3,7 @@
 from schema.alerts import AlertEvent, ApiKey, Subscription
 from schema.base import metadata
 from schema.catalog import GpuAlias, GpuModel, InstanceType, Provider, Region
+from schema.cluster import ClusterReference
 from schema.compliance import (
     Certification,
     CountryMembership,
@@ -27,6 +28,7 @@ __all__ = [
     "ApiKey",
     "CatalogVersion",
     "Certification",
+    "ClusterReference",
     "CountryMembership",
     "CrawlRun",
     "CrawlRunPayload",

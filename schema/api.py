@@ -26,6 +26,31 @@ class LocationPublic(BaseModel):
     )
 
 
+class InterconnectPublic(BaseModel):
+    kind: Literal["nvlink", "nvswitch", "pcie", "infinity_fabric"] | None = Field(
+        description="what connects the GPUs inside the node; null: unknown"
+    )
+    kind_basis: Literal["source", "reference"] | None = Field(
+        description="who says so: the price source, or the reviewed reference data of the "
+        "instance family (see docs/cluster-facts.md); null when unknown"
+    )
+    gbps_per_gpu: Decimal | None = Field(
+        description="GB/s per GPU (both directions, as vendors quote it); null: unknown"
+    )
+    gbps_basis: Literal["source", "reference"] | None
+
+
+class NetworkPublic(BaseModel):
+    kind: Literal["infiniband", "roce", "efa", "ethernet"] | None = Field(
+        description="what connects the node to other nodes; null: unknown"
+    )
+    kind_basis: Literal["source", "reference"] | None
+    gbps_per_node: Decimal | None = Field(
+        description="Gb/s per node (every NIC together); null: unknown"
+    )
+    gbps_basis: Literal["source", "reference"] | None
+
+
 class OfferPublic(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
@@ -82,6 +107,16 @@ class OfferPublic(BaseModel):
         default_factory=list,
         description="where an offer quoted for several places can run (empty for an offer "
         "in one region, and where no location is published); see docs/locations.md",
+    )
+    interconnect: InterconnectPublic | None = Field(
+        default=None,
+        description="the GPU interconnect inside the node; null when nothing is known "
+        "(see docs/cluster-facts.md)",
+    )
+    network: NetworkPublic | None = Field(
+        default=None,
+        description="the network between nodes; null when nothing is known "
+        "(see docs/cluster-facts.md)",
     )
 
 

@@ -74,3 +74,37 @@ class UnmappedKind(StrEnum):
     gpu = "gpu"
     region = "region"
     provider = "provider"
+
+
+class Interconnect(StrEnum):
+    """What connects the GPUs inside one node (see docs/cluster-facts.md)."""
+
+    nvlink = "nvlink"
+    """NVLink point to point or through bridges, no switch (e.g. H100 NVL pairs, V100 SXM2)."""
+    nvswitch = "nvswitch"
+    """NVLink through NVSwitch chips: every GPU reaches every other at full speed (HGX)."""
+    pcie = "pcie"
+    infinity_fabric = "infinity_fabric"
+    """AMD Infinity Fabric between Instinct GPUs (MI250X, MI300X)."""
+
+
+class Network(StrEnum):
+    """What connects one node to the others (see docs/cluster-facts.md)."""
+
+    infiniband = "infiniband"
+    roce = "roce"
+    """RDMA over Converged Ethernet."""
+    efa = "efa"
+    """AWS Elastic Fabric Adapter (RDMA over AWS's SRD protocol)."""
+    ethernet = "ethernet"
+    """Plain (TCP/IP) Ethernet, no RDMA."""
+
+
+class FactBasis(StrEnum):
+    """Where one cluster fact of an offer comes from."""
+
+    source = "source"
+    """the price source states it for this SKU"""
+    reference = "reference"
+    """the reviewed reference data of the SKU's instance family
+    (``fixtures/reference/interconnects.yaml``)"""

@@ -82,6 +82,25 @@ class Offer(SQLModel, table=True):
     tax_included: bool | None = Field(
         default=None, description="the quoted amount includes sales tax/VAT; null: not stated"
     )
+    interconnect: str | None = Field(
+        default=None, max_length=16, description="GPU interconnect in the node (schema.enums)"
+    )
+    interconnect_gbps: Decimal | None = Field(
+        default=None, sa_type=DecimalType, description="GB/s per GPU of the interconnect"
+    )
+    network: str | None = Field(
+        default=None, max_length=16, description="network between nodes (schema.enums)"
+    )
+    network_gbps: Decimal | None = Field(
+        default=None, sa_type=DecimalType, description="Gb/s per node of the network"
+    )
+    cluster_basis: str | None = Field(
+        default=None,
+        max_length=4,
+        description="where each of the four cluster facts comes from, one letter each in "
+        "the order interconnect, interconnect_gbps, network, network_gbps: 's' the source, "
+        "'r' the reference data, '-' unknown (see service.catalog.cluster)",
+    )
     fingerprint: str | None = Field(default=None, max_length=16, description="attributes digest")
     status: str = Field(default="active", max_length=16)
     amount: Decimal = Field(sa_type=DecimalType, description="current quoted amount")

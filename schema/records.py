@@ -24,7 +24,7 @@ from pydantic import (
 )
 
 from schema.codes import country_codes, currency_codes
-from schema.enums import PriceKind, PricePer, Unit
+from schema.enums import Interconnect, Network, PriceKind, PricePer, Unit
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 SOURCE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,40}(:[a-z0-9][a-z0-9._-]{0,40})?$")
@@ -179,6 +179,18 @@ class OfferRecord(BaseModel):
         default=None,
         description="the amount includes sales tax/VAT (true), excludes it (false), or the "
         "source does not say (null)",
+    )
+    interconnect: Interconnect | None = Field(
+        default=None, description="what connects the GPUs inside the node, where the source says"
+    )
+    interconnect_gbps: Dec | None = Field(
+        default=None, gt=0, le=100000, description="GB/s per GPU of that interconnect"
+    )
+    network: Network | None = Field(
+        default=None, description="what connects the node to others, where the source says"
+    )
+    network_gbps: Dec | None = Field(
+        default=None, gt=0, le=1000000, description="Gb/s per node of that network"
     )
     observed_at: datetime | None = None
     locations: tuple[Text, ...] | None = Field(

@@ -50,6 +50,7 @@ from crawlers.base import (
     SourceError,
 )
 from crawlers.normalize.decimal_json import plain
+from crawlers.normalize.network import network_gbps
 
 log = logging.getLogger(__name__)
 
@@ -265,6 +266,9 @@ class AwsPriceList(ApiSource):
         }
         if count is not None:
             record["gpu_count"] = count
+        network = network_gbps(attributes.get("networkPerformance"))
+        if network is not None:  # the kind (EFA or not) is not in the price list
+            record["network_gbps"] = str(network)
         return record
 
     def _on_demand(self, base: RawRecord, term: dict[str, Any]) -> Iterator[RawRecord]:

@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
+from enum import StrEnum
 from typing import Annotated, Literal
 
 from fastapi import Depends, Query
 from sqlalchemy import Connection
 
 from schema.codes import country_codes, currency_codes
-from schema.enums import PriceKind
+from schema.enums import Interconnect, Network, PriceKind
 from service.api.deps import ConnDep
 from service.api.problems import Problem
 from service.query.filters import (
@@ -39,6 +40,9 @@ FILTER_PARAMS = {
     "export_destination",
     "bare_metal",
     "max_price_per_gpu_hour",
+    "interconnect",
+    "network",
+    "min_network_gbps",
     "source",
     "include_peers",
     "as_of",
@@ -71,6 +75,20 @@ def _split(name: str, values: list[str] | None, *, countries: bool = False) -> l
                 if part not in country_codes():
                     raise invalid(name, f"{part!r} is not an ISO 3166-1 alpha-2 country")
             out.append(part)
+    return out
+
+
+def _kinds(name: str, values: list[str] | None, vocabulary: type[StrEnum]) -> list[str]:
+    """Comma-separated or repeated words of a closed vocabulary, lower-cased and checked."""
+    known = [member.value for member in vocabulary]
+    out: list[str] = []
+    for part in _split(name, values):
+        word = part.lower()
+        if word not in known:
+            shown = part if len(part) <= 40 else part[:40] + "…"
+            raise invalid(name, f"unknown {shown!r} (one of {', '.join(known)})")
+        if word not in out:
+            out.append(word)
     return out
 
 
@@ -148,6 +166,30 @@ def listing(
     max_price_per_gpu_hour: Annotated[
         Decimal | None, Query(ge=0, le=1_000_000, description="USD")
     ] = None,
+    interconnect: Annotated[
+        list[str] | None,
+        Query(
+            description="GPU interconnect inside the node, any of: nvlink, nvswitch, pcie, "
+            "infinity_fabric (repeatable or comma-separated); offers where it is unknown "
+            "are left out"
+        ),
+    ] = None,
+    network: Annotated[
+        list[str] | None,
+        Query(
+            description="network between nodes, any of: infiniband, roce, efa, ethernet "
+            "(repeatable or comma-separated); offers where it is unknown are left out"
+        ),
+    ] = None,
+    min_network_gbps: Annotated[
+        Decimal | None,
+        Query(
+            ge=0,
+            le=1_000_000,
+            description="Gb/s per node between nodes, at least; offers where it is unknown "
+            "are left out",
+        ),
+    ] = None,
     source: Annotated[str | None, Query(max_length=100)] = None,
     include_peers: Annotated[
         bool,
@@ -165,6 +207,8 @@ def listing(
     for name, value in (("min_gpus", min_gpus), ("max_gpus", max_gpus)):
         if value is not None and not value.is_finite():
             raise invalid(name, "not a finite number")
+    if min_network_gbps is not None and not min_network_gbps.is_finite():
+        raise invalid("min_network_gbps", "not a finite number")
     providers = _split("provider", provider)
     certs = [c.lower() for c in _split("cert", cert)]
     filters = OfferFilters(
@@ -184,6 +228,9 @@ def listing(
         export_destination=export_destination.upper() if export_destination else None,
         bare_metal=bare_metal,
         max_price_per_gpu_hour=max_price_per_gpu_hour,
+        interconnect=_kinds("interconnect", interconnect, Interconnect),
+        network=_kinds("network", network, Network),
+        min_network_gbps=min_network_gbps,
         include_peers=include_peers,
     )
     today = datetime.now(UTC).date()

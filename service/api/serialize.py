@@ -20,6 +20,7 @@ from schema.api import (
     ObservationPublic,
 )
 from service.core.units import q
+from service.query.cluster import cluster_json
 from service.query.facts import OfferContext
 
 
@@ -69,6 +70,7 @@ def _offer_json(row: dict[str, Any], gpu_names: dict[str, str]) -> dict[str, Any
             {"region": loc["region"], "country": loc["country"], "basis": loc["basis"]}
             for loc in row.get("locations", ())
         ],
+        **cluster_json(row),
     }
 
 

@@ -21,7 +21,15 @@ ATTRIBUTES = (
     "price_floor",
     "source_url",
     "tax_included",
+    # the cluster facts (service.catalog.cluster), resolved with the reference data
+    "interconnect",
+    "interconnect_gbps",
+    "network",
+    "network_gbps",
+    "cluster_basis",
 )
+ATTRIBUTES_BEFORE_CLUSTER = ATTRIBUTES.index("interconnect")
+"""How many attributes offers had before the cluster facts (see resolver.fingerprint)."""
 
 Key = str
 """An offer's identity within its source: provider, SKU, region, price kind and unit

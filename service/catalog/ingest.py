@@ -165,7 +165,11 @@ def _apply(context: _Context, batches: Batches) -> _Applied | None:
     reference = context.reference
     applied = _Applied(
         conn.begin_nested(),
-        Resolver(Reference(reference.gpus, set(reference.providers), reference.regions)),
+        Resolver(
+            Reference(
+                reference.gpus, set(reference.providers), reference.regions, reference.cluster
+            )
+        ),
         buffer=DiffBuffer() if context.wants_diff else None,
     )
     resolver, validator, factor = (

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -17,7 +17,8 @@ from schema.catalog import Provider, Region
 from schema.enums import UnmappedKind
 from schema.gpu_names import GpuNameIndex
 from schema.types import decimal_to_text
-from service.catalog.columns import ATTRIBUTES
+from service.catalog.cluster import ClusterIndex, Merged, merge
+from service.catalog.columns import ATTRIBUTES, ATTRIBUTES_BEFORE_CLUSTER
 from service.catalog.gpu_catalog import gpu_name_index
 
 PROVIDER = Provider.__table__  # type: ignore[attr-defined]
@@ -29,6 +30,7 @@ class Reference:
     gpus: GpuNameIndex
     providers: set[str]
     regions: dict[tuple[str, str], str]
+    cluster: ClusterIndex = field(default_factory=ClusterIndex)
 
     @classmethod
     def load(cls, conn: Connection) -> Reference:
@@ -37,6 +39,7 @@ class Reference:
             gpus=gpu_name_index(conn),
             providers=set(conn.execute(select(PROVIDER.c.slug)).scalars()),
             regions={(provider, code): country for provider, code, country in region_rows},
+            cluster=ClusterIndex.load(conn),
         )
 
 
@@ -61,6 +64,8 @@ class Resolver:
         """(unmapped GPU names, unmapped provider/region) -> records: one dict increment
         per unmapped record, expanded into :attr:`unmapped` once, at the end."""
         self._gpu: dict[tuple[str | None, str | None, Decimal | None], tuple[str | None, bool]] = {}
+        self._cluster: dict[tuple[Any, ...], Merged] = {}
+        """(provider, sku, stated facts) -> the offer's cluster facts and their basis."""
         self.digests: dict[tuple[Any, ...], str] = {}
         """Fingerprint memo: attributes -> their digest. Exact: equal attributes have the
         same text (decimals are hashed in canonical form), and offers of one SKU share
@@ -94,7 +99,24 @@ class Resolver:
             fields["price_floor"],
             fields["source_url"],
             fields["tax_included"],
+            *self._cluster_facts(fields),
         )
+
+    def _cluster_facts(self, fields: Mapping[str, Any]) -> Merged:
+        stated = (
+            fields["interconnect"],
+            fields["interconnect_gbps"],
+            fields["network"],
+            fields["network_gbps"],
+        )
+        key = (fields["provider"], fields["sku"], *stated)
+        found = self._cluster.get(key)
+        if found is None:
+            reference = self.reference.cluster.lookup(fields["provider"], fields["sku"])
+            # enum members -> their values: stored and hashed as plain text
+            plain = tuple(getattr(v, "value", v) for v in stated)
+            found = self._cluster[key] = merge(plain, reference)  # type: ignore[arg-type]
+        return found
 
     def digest(self, attributes: tuple[Any, ...]) -> str:
         """:func:`fingerprint` of attributes not hashed yet, kept in :attr:`digests`."""
@@ -139,10 +161,13 @@ def fingerprint(attributes: tuple[Any, ...]) -> str:
     It is computed from records only (never from stored values), from a text form that
     is the same for equal values: decimals in canonical form (``8.0`` and ``8`` are one
     value and are stored alike), ``str`` of None, bools and strings."""
-    if len(attributes) == len(ATTRIBUTES) and attributes[-1] is None:
-        # tax_included, the last attribute, came later: unknown keeps the digest offers
-        # had before it existed, so the column's arrival changes no stored offer
-        attributes = attributes[:-1]
+    if len(attributes) == len(ATTRIBUTES):
+        # tax_included and the cluster facts came later: trailing unknowns keep the digest
+        # offers had before they existed, so the columns' arrival changes no stored offer
+        end = len(attributes)
+        while end > ATTRIBUTES_BEFORE_CLUSTER - 1 and attributes[end - 1] is None:
+            end -= 1
+        attributes = attributes[:end]
     return _digest(ATTRIBUTE_SEP.join(map(_attribute_text, attributes)))
 
 

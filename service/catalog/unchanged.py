@@ -2,15 +2,15 @@
 
 A crawl whose raw payloads are byte-identical to those of the last crawl of its source,
 that last crawl was good (``ok``), the parser version is the same and the reference data
-that resolves records (GPU models and aliases, providers, regions and their countries,
-GPU families and group members) is the same as when that crawl was ingested, would find
-exactly what that crawl found: the same records, rejections and unmapped names, and an
-empty diff. :func:`confirm_unchanged` records such a crawl as the full ingest would have:
-status ``ok``, its payloads (pointing at the stored ``raw_payload`` rows), the last
-crawl's counts with nothing added, changed or withdrawn, its rejections and unmapped
-names counted again, the locations of the source's offers refreshed, and ``finished_at``
-(the time ``last_confirmed`` shows). Anything else returns None and takes the full path.
-"""
+that resolves records (GPU models and aliases, providers, regions and their countries, GPU
+families and group members, the cluster facts of instance families) is the same as when
+that crawl was ingested, would find exactly what that crawl found: the same records,
+rejections and unmapped names, and an empty diff. :func:`confirm_unchanged` records such a
+crawl as the full ingest would have: status ``ok``, its payloads (pointing at the stored
+``raw_payload`` rows), the last crawl's counts with nothing added, changed or withdrawn,
+its rejections and unmapped names counted again, the locations of the source's offers
+refreshed, and ``finished_at`` (the time ``last_confirmed`` shows). Anything else returns
+None and takes the full path."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ import orjson
 from sqlalchemy import Connection, Engine, insert, literal, select, update
 
 from schema.catalog import GpuAlias, GpuModel, Provider, Region
+from schema.cluster import ClusterReference
 from schema.crawl import CrawlRun, CrawlRunPayload, RejectedRecord
 from schema.enums import CrawlStatus, OfferStatus
 from schema.prices import Offer
@@ -41,6 +42,7 @@ GPU = GpuModel.__table__  # type: ignore[attr-defined]
 ALIAS = GpuAlias.__table__  # type: ignore[attr-defined]
 PROVIDER = Provider.__table__  # type: ignore[attr-defined]
 REGION = Region.__table__  # type: ignore[attr-defined]
+CLUSTER = ClusterReference.__table__  # type: ignore[attr-defined]
 
 # Every column an ingest's resolution reads (service.catalog.resolver, gpu_catalog and
 # locations), in a fixed order.
@@ -58,6 +60,16 @@ _REFERENCE = (
     select(REGION.c.provider, REGION.c.code, REGION.c.country, REGION.c.gpus, REGION.c.members)
     # region order is reference order (locations list places in it)
     .order_by(REGION.c.id),
+    # the cluster facts of instance families (service.catalog.cluster)
+    select(
+        CLUSTER.c.provider,
+        CLUSTER.c.sku,
+        CLUSTER.c.sku_prefix,
+        CLUSTER.c.interconnect,
+        CLUSTER.c.interconnect_gbps,
+        CLUSTER.c.network,
+        CLUSTER.c.network_gbps,
+    ).order_by(CLUSTER.c.provider, CLUSTER.c.sku, CLUSTER.c.sku_prefix),
 )
 
 

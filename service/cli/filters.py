@@ -46,6 +46,9 @@ class FilterArgs:
     export_destination: str | None = None
     bare_metal: bool | None = None
     max_price_per_gpu_hour: str | None = None
+    interconnect: list[str] | None = None
+    network: list[str] | None = None
+    min_network_gbps: str | None = None
     source: str | None = None
     include_peers: bool = False
     as_of: str | None = None
@@ -115,6 +118,30 @@ _FILTER_OPTIONS: list[tuple[str, Any]] = [
     (
         "max_price_per_gpu_hour",
         Annotated[str | None, typer.Option("--max-price-per-gpu-hour", help="USD")],
+    ),
+    (
+        "interconnect",
+        Annotated[
+            list[str] | None,
+            typer.Option(
+                help="GPU interconnect in the node: nvlink, nvswitch, pcie, infinity_fabric "
+                "(repeatable or comma-separated)"
+            ),
+        ],
+    ),
+    (
+        "network",
+        Annotated[
+            list[str] | None,
+            typer.Option(
+                help="network between nodes: infiniband, roce, efa, ethernet "
+                "(repeatable or comma-separated)"
+            ),
+        ],
+    ),
+    (
+        "min_network_gbps",
+        Annotated[str | None, typer.Option("--min-network-gbps", help="Gb/s per node, at least")],
     ),
     ("source", Annotated[str | None, typer.Option(help="crawl source name")]),
     (
@@ -243,6 +270,9 @@ def build_listing(
             max_price_per_gpu_hour=_number(
                 "max-price-per-gpu-hour", args.max_price_per_gpu_hour, usage
             ),
+            interconnect=args.interconnect,
+            network=args.network,
+            min_network_gbps=_number("min-network-gbps", args.min_network_gbps, usage),
             source=args.source,
             include_peers=args.include_peers,
             as_of=args.as_of,

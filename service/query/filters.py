@@ -59,6 +59,12 @@ class OfferFilters:
     bare_metal: bool | None = None
     max_price_per_gpu_hour: Decimal | None = None
     """USD per GPU-hour."""
+    interconnect: Sequence[str] = ()
+    """GPU interconnect kinds inside the node (any of them; see schema.enums.Interconnect)."""
+    network: Sequence[str] = ()
+    """Network kinds between nodes (any of them; see schema.enums.Network)."""
+    min_network_gbps: Decimal | None = None
+    """Gb/s per node, at least; an offer whose speed is unknown is left out."""
     include_peers: bool = False
     """False: one row per (provider, sku, region, price kind), from the most authoritative
     source reporting it (see :mod:`service.query.precedence`); True: every source's offers."""
@@ -90,6 +96,9 @@ class OfferFilters:
             "export_destination",
             "bare_metal",
             "max_price_per_gpu_hour",
+            "interconnect",
+            "network",
+            "min_network_gbps",
         ):
             value = getattr(self, name)
             if value is not None and value != () and value != [] and value != "":
@@ -228,6 +237,13 @@ def apply_filters(
         )
     if filters.bare_metal is not None and on("bare_metal"):
         stmt = stmt.where(OFFER.c.bare_metal.is_(filters.bare_metal))
+    if filters.interconnect and on("interconnect"):
+        stmt = stmt.where(OFFER.c.interconnect.in_(sorted(set(filters.interconnect))))
+    if filters.network and on("network"):
+        stmt = stmt.where(OFFER.c.network.in_(sorted(set(filters.network))))
+    if filters.min_network_gbps is not None and on("min_network_gbps"):
+        speed = sortable(OFFER.c.network_gbps, dialect)
+        stmt = stmt.where(speed >= _number(filters.min_network_gbps, dialect))
     if filters.max_price_per_gpu_hour is not None and on("max_price_per_gpu_hour"):
         price = gpu_hour_key(dialect, version)
         if walked and version is None and dialect == "sqlite":
