@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 from starlette.datastructures import QueryParams
 
 from schema.codes import country_codes
-from schema.enums import PriceKind
+from schema.enums import Interconnect, Network, PriceKind
 from service.query.filters import OfferFilters
 from service.query.sql import SORT_KEYS
 
@@ -41,6 +41,9 @@ FORM_FIELDS = (
     "export_destination",
     "price_kind",
     "max_price_per_gpu_hour",
+    "interconnect",
+    "network",
+    "min_network_gbps",
 )
 SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,63}$")
 MAX_NUMBER = Decimal(1_000_000)
@@ -58,6 +61,11 @@ class ListingForm:
     descending: bool = False
     page: int = 1
     per_page: int = DEFAULT_PER_PAGE
+
+    interconnects = tuple(kind.value for kind in Interconnect)
+    """The choices of the interconnect field."""
+    networks = tuple(kind.value for kind in Network)
+    """The choices of the network field."""
 
     @property
     def sort_param(self) -> str:
@@ -166,6 +174,15 @@ def parse_listing(params: QueryParams) -> ListingForm:
     if price_kind is not None and price_kind not in {k.value for k in PriceKind}:
         form.errors["price_kind"] = "not a known price kind"
         price_kind = None
+    interconnect = values["interconnect"] or None
+    if interconnect is not None and interconnect not in ListingForm.interconnects:
+        form.errors["interconnect"] = f"one of {', '.join(ListingForm.interconnects)}"
+        interconnect = None
+    network = values["network"] or None
+    if network is not None and network not in ListingForm.networks:
+        form.errors["network"] = f"one of {', '.join(ListingForm.networks)}"
+        network = None
+    min_network = _decimal(form, "min_network_gbps", values["min_network_gbps"])
     for cert in certs:
         if not SLUG.match(cert):
             form.errors["cert"] = "not a certification scheme"
@@ -192,5 +209,8 @@ def parse_listing(params: QueryParams) -> ListingForm:
         cert=tuple(certs) if "cert" not in form.errors else (),
         export_destination=destination,
         max_price_per_gpu_hour=max_price,
+        interconnect=(interconnect,) if interconnect else (),
+        network=(network,) if network else (),
+        min_network_gbps=min_network,
     )
     return form

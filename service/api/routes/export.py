@@ -103,6 +103,13 @@ COLUMNS = (
     ("crawl_run_id", "crawl_run_id"),
     ("raw_payload_sha256", "raw_sha256"),
     ("source_url", "source_url"),
+    # the cluster facts (docs/cluster-facts.md); cluster_basis: one letter per fact in this
+    # order, s = the source, r = the reference data, - = unknown
+    ("interconnect", "interconnect"),
+    ("interconnect_gbps_per_gpu", "interconnect_gbps"),
+    ("network", "network"),
+    ("network_gbps_per_node", "network_gbps"),
+    ("cluster_basis", "cluster_basis"),
     # where an offer quoted for several places can run (docs/locations.md); ``country`` is
     # then the matching (or first) location's, as in the listing
     ("location_region", "location_region"),
