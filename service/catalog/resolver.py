@@ -18,7 +18,7 @@ from schema.enums import UnmappedKind
 from schema.gpu_names import GpuNameIndex
 from schema.types import decimal_to_text
 from service.catalog.cluster import ClusterIndex, Merged, merge
-from service.catalog.columns import ATTRIBUTES, ATTRIBUTES_BEFORE_CLUSTER
+from service.catalog.columns import ATTRIBUTES_BEFORE_CLUSTER
 from service.catalog.gpu_catalog import gpu_name_index
 
 PROVIDER = Provider.__table__  # type: ignore[attr-defined]
@@ -44,6 +44,9 @@ class Reference:
 
 
 ATTRIBUTE_SEP = "\x1f"
+ORIGINAL_ATTRIBUTES = ATTRIBUTES_BEFORE_CLUSTER - 1
+"""The attributes offers had first; the later ones (tax_included, the cluster facts) leave
+the digest as it was while unknown."""
 
 
 GPU_NAME, REGION_NAME = UnmappedKind.gpu.value, UnmappedKind.region.value
@@ -161,13 +164,12 @@ def fingerprint(attributes: tuple[Any, ...]) -> str:
     It is computed from records only (never from stored values), from a text form that
     is the same for equal values: decimals in canonical form (``8.0`` and ``8`` are one
     value and are stored alike), ``str`` of None, bools and strings."""
-    if len(attributes) == len(ATTRIBUTES):
-        # tax_included and the cluster facts came later: trailing unknowns keep the digest
-        # offers had before they existed, so the columns' arrival changes no stored offer
-        end = len(attributes)
-        while end > ATTRIBUTES_BEFORE_CLUSTER - 1 and attributes[end - 1] is None:
-            end -= 1
-        attributes = attributes[:end]
+    # tax_included and the cluster facts came later: trailing unknowns keep the digest
+    # offers had before they existed, so the columns' arrival changes no stored offer
+    end = len(attributes)
+    while end > ORIGINAL_ATTRIBUTES and attributes[end - 1] is None:
+        end -= 1
+    attributes = attributes[:end]
     return _digest(ATTRIBUTE_SEP.join(map(_attribute_text, attributes)))
 
 

@@ -127,6 +127,14 @@ def test_full_crawl_reads_every_region(
         "nvidia-t4-16gb"
     )
     assert {sku for sku, *_ in offers} == set(GPU_COUNTS)  # every family listed, every size
+    # cluster facts: the price list's networkPerformance is the source's speed; what it
+    # does not say (EFA or not, NVSwitch) comes from the reference data, or stays unknown
+    assert (p5["network_gbps"], p5["network"], p5["cluster_basis"]) == (3200, "efa", "rrrs")
+    assert (p5["interconnect"], p5["interconnect_gbps"]) == ("nvswitch", 900)
+    small = offers[("g6.xlarge", "us-east-1", "on_demand", "hour")]  # "Up to 25 Gigabit"
+    assert (small["network_gbps"], small["network"], small["interconnect"]) == (25, None, "pcie")
+    arm = offers[("g5g.16xlarge", "us-east-1", "on_demand", "hour")]  # no reference row
+    assert (arm["network_gbps"], arm["interconnect"], arm["cluster_basis"]) == (25, None, "---s")
 
     again = crawl_source(engine, _settings(settings, server), "aws")
     assert again.label == "ok" and again.catalog_version is None
