@@ -260,3 +260,63 @@ def test_sqlite_offer_tax_included_up_down_up(tmp_path) -> None:  # type: ignore
 def test_postgres_offer_tax_included_up_down_up() -> None:
     with scratch_pg_database() as url:
         _tax_column_roundtrip(url)
+
+
+CLUSTER_COLUMNS = {"interconnect", "interconnect_gbps", "network", "network_gbps", "cluster_basis"}
+
+
+def _cluster_roundtrip(url: str) -> None:
+    """0019 adds the cluster facts (five offer columns, the cluster_reference table) and
+    takes them away again, keeping the offers and the observations that reference them; a
+    reference load after the upgrade fills the facts of stored offers without a crawl."""
+    from crawlers.registry import get_source
+    from service.compliance.reference_load import load_reference
+    from service.core.config import REFERENCE_DIR, Settings
+    from service.crawl.run import crawl_source
+    from service.crawl.seed import seed_files
+
+    upgrade(url)
+    engine = make_engine(url)
+    facts = "SELECT sku, interconnect, network, cluster_basis FROM offer WHERE source = 'oracle'"
+    try:
+        assert _offer_columns(engine) >= CLUSTER_COLUMNS
+        settings = Settings(database_url=url, environment="test", _env_file=None)  # type: ignore[call-arg]
+        load_reference(engine, REFERENCE_DIR)
+        for name in ("ecb", "oracle"):
+            files = seed_files(get_source(name))
+            assert crawl_source(engine, settings, name, from_files=files).label == "ok"
+        with engine.connect() as conn:
+            before = {r[0]: tuple(r[1:]) for r in conn.execute(text(facts))}
+            observations = conn.execute(text("SELECT count(*) FROM price_observation")).scalar()
+        assert before["BM.GPU.H100.8"] == ("nvswitch", "roce", "rrrr")
+        downgrade(url, "0017")
+        engine.dispose()
+        assert not CLUSTER_COLUMNS & _offer_columns(engine)
+        assert "cluster_reference" not in inspect(engine).get_table_names()
+        with engine.connect() as conn:
+            assert len(
+                conn.execute(text("SELECT sku FROM offer WHERE source = 'oracle'")).all()
+            ) == len(before)
+            assert (
+                conn.execute(text("SELECT count(*) FROM price_observation")).scalar()
+                == observations
+            )
+        upgrade(url)
+        engine.dispose()
+        with engine.connect() as conn:
+            assert {r[1:] for r in conn.execute(text(facts))} == {(None, None, None)}
+        load_reference(engine, REFERENCE_DIR)
+        with engine.connect() as conn:
+            assert {r[0]: tuple(r[1:]) for r in conn.execute(text(facts))} == before
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_cluster_facts_up_down_up(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _cluster_roundtrip(f"sqlite:///{tmp_path / 'm.db'}")
+
+
+@pytest.mark.postgres
+def test_postgres_cluster_facts_up_down_up() -> None:
+    with scratch_pg_database() as url:
+        _cluster_roundtrip(url)
