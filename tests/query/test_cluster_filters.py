@@ -120,25 +120,6 @@ def _query(params: dict[str, Any], comma: bool) -> dict[str, Any]:
     return {k: (",".join(v) if comma and isinstance(v, list) else v) for k, v in params.items()}
 
 
-def test_the_catalog_has_every_kind_of_fact(client: TestClient) -> None:
-    offers = page_all(client, {}, limit=1000)
-    bases = {
-        (o[f]["kind_basis"], o[f]["gbps_basis"])
-        for o in offers
-        for f in ("interconnect", "network")
-        if o[f]
-    }
-    assert ("reference", "reference") in bases and ("source", "source") in bases
-    assert ("reference", "source") in bases  # a source speed on a reference kind
-    assert any(o["interconnect"] is None and o["network"] is None for o in offers)
-    p5 = next(
-        o
-        for o in offers
-        if o["sku"] == "p5.48xlarge" and o["interconnect"]["kind_basis"] == "reference"
-    )
-    assert p5["network"]["kind"] == "efa" and p5["interconnect"]["kind"] == "nvswitch"
-
-
 @hsettings(
     max_examples=25,
     deadline=None,
@@ -165,9 +146,38 @@ def test_listing_eligible_and_export_equal_the_predicate(
     assert exported.status_code == 200, exported.text
     rows = [json.loads(line) for line in exported.text.splitlines() if line]
     assert {row["id"] for row in rows} == expected
+    by_id = {o["id"]: o for o in everything}
+    for row in rows:  # the export's flat columns say what the listing's objects say
+        offer = by_id[row["id"]]
+        assert (row["interconnect"], row["network"]) == (
+            _kind(offer, "interconnect"),
+            _kind(offer, "network"),
+        )
+        speed = _speed(offer)
+        assert (row["network_gbps_per_node"] is None) == (speed is None)
+        if speed is not None:
+            assert Decimal(row["network_gbps_per_node"]) == speed
 
 
-def test_tco_takes_the_filters(client: TestClient) -> None:
+def test_the_catalog_has_every_kind_of_fact_and_tco_takes_the_filters(
+    client: TestClient,
+) -> None:
+    offers = page_all(client, {}, limit=1000)
+    bases = {
+        (o[f]["kind_basis"], o[f]["gbps_basis"])
+        for o in offers
+        for f in ("interconnect", "network")
+        if o[f]
+    }
+    assert ("reference", "reference") in bases and ("source", "source") in bases
+    assert ("reference", "source") in bases  # a source speed on a reference kind
+    assert any(o["interconnect"] is None and o["network"] is None for o in offers)
+    p5 = next(
+        o
+        for o in offers
+        if o["sku"] == "p5.48xlarge" and o["interconnect"]["kind_basis"] == "reference"
+    )
+    assert p5["network"]["kind"] == "efa" and p5["interconnect"]["kind"] == "nvswitch"
     base = {"gpu": "h100", "gpu_count": "8", "hours_per_month": "730", "months": "12"}
     wide = client.get("/v1/tco", params=base)
     narrow = client.get(
