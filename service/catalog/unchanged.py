@@ -10,7 +10,8 @@ crawl as the full ingest would have: status ``ok``, its payloads (pointing at th
 ``raw_payload`` rows), the last crawl's counts with nothing added, changed or withdrawn,
 its rejections and unmapped names counted again, the locations of the source's offers
 refreshed, and ``finished_at`` (the time ``last_confirmed`` shows). Anything else returns
-None and takes the full path."""
+None and takes the full path.
+"""
 
 from __future__ import annotations
 

@@ -7,7 +7,8 @@ The catalog's part (providers, regions, GPU models and aliases:
 :mod:`service.catalog.cluster`) is written first, then the compliance part on top of it
 (:mod:`service.compliance.load`), then every provider's locations are refreshed. A bad
 file or row of either part (:class:`ReferenceError`) writes nothing; a second load of the
-same files changes nothing."""
+same files changes nothing.
+"""
 
 from __future__ import annotations
 
