@@ -298,6 +298,10 @@ def test_export_formats_progress_and_overwrite(catalog: CliRunner, tmp_path: Pat
         (["offers", "--currency", "QQQ"], "--currency: 'QQQ' is not an ISO 4217 currency"),
         (["offers", "--limit", "0"], "--limit: between 1 and 100000"),
         (["eligible", "--export-destination", "Mars"], "--export-destination: use an ISO"),
+        (["offers", "--interconnect", "nvlink9"], "--interconnect: unknown 'nvlink9' (one of"),
+        (["eligible", "--network", "ib,efa"], "--network: unknown 'ib' (one of infiniband"),
+        (["tco", "--min-network-gbps", "-1"], "--min-network-gbps: must be between 0 and"),
+        (["export", "-o", "x.csv", "--min-network-gbps", "fast"], "--min-network-gbps: 'fast'"),
         (["export", "-o", "x.bin"], "--format: csv, jsonl or parquet"),
     ],
 )
