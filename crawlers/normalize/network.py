@@ -42,3 +42,35 @@ def network_gbps(text: object) -> Decimal | None:
         return None
     # plain notation: 3200, not 3.2E+3
     return value.quantize(Decimal(1)) if value == value.to_integral_value() else value.normalize()
+
+
+_KINDS = (  # first match wins: RoCE names Ethernet too
+    ("roce", re.compile(r"\bRoCE\b|RDMA over Converged Ethernet", re.I)),
+    ("infiniband", re.compile(r"\binfini\s*band\b", re.I)),
+    ("efa", re.compile(r"\bEFA\b|Elastic Fabric Adapter", re.I)),
+    ("ethernet", re.compile(r"\bethernet\b", re.I)),
+)
+_SPEED_IN_TEXT = re.compile(
+    r"(?<![\w.,])(\d{1,7}(?:[.,]\d{1,3})?)\s*(gbps|gb/s|gbit/s|gigabit|tbps|tb/s|tbit/s)(?!\w)",
+    re.I,
+)
+
+
+def network_fact(label: object) -> dict[str, str]:
+    """The node network a plan's label states (``"On-demand, 3200 Gbps Infiniband"``,
+    ``"On-Demand, Ethernet"``) as record fields: ``network`` when it names a kind, and
+    ``network_gbps`` when it also gives a speed; {} when it names no kind (a speed alone
+    could be any link: internet bandwidth, storage)."""
+    if not isinstance(label, str) or len(label) > 300:
+        return {}
+    kind = next((name for name, pattern in _KINDS if pattern.search(label)), None)
+    if kind is None:
+        return {}
+    fields = {"network": kind}
+    speeds = _SPEED_IN_TEXT.findall(label)
+    if len(speeds) == 1:  # two figures: which is the node's is not said
+        value, unit = speeds[0]
+        gbps = network_gbps(f"{value} {unit}")
+        if gbps is not None:
+            fields["network_gbps"] = str(gbps)
+    return fields

@@ -9,6 +9,8 @@ Page quirks (see docs/sources/web-pages.md and fixtures/voltagepark-web/):
   GPUs ...``, ``8-1016 ...``): the count is that minimum, the price stays per GPU.
 - Only on-demand cards are read; ``Long-Term Reserve`` has no price and no term.
 - No location per price: region ``global``, placed from Voltage Park's reference regions.
+- The eyebrow names the node network (``Ethernet``, ``3200 Gbps Infiniband``): the
+  offer's ``network`` and ``network_gbps`` (docs/cluster-facts.md).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 from scrapy.http import TextResponse
 
+from crawlers.normalize.network import network_fact
 from crawlers.scrapy import HtmlSpider, has_class, slug, text
 
 # "8-1016 HGX H100 GPUs", "1–1016 NVIDIA HGX H200 GPUs"
@@ -53,4 +56,5 @@ class VoltageParkWeb(HtmlSpider):
                 gpu_count=int(found.group(1)) if found else None,
                 price=price,
                 per_gpu=True,
+                **network_fact(plan),
             )
