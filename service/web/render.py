@@ -11,6 +11,8 @@ from urllib.parse import quote, urlsplit
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from service.web.words import price_kind_label
+
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"
 DASH = "—"
@@ -37,6 +39,46 @@ def money_text(value: Any) -> str:
     text = format(number.normalize(), "f")
     whole, _, frac = text.partition(".")
     return f"{whole}.{frac.ljust(2, '0')}"
+
+
+def _number(value: Any) -> Decimal:
+    return value if isinstance(value, Decimal) else Decimal(str(value))
+
+
+def gpu_hour_text(value: Any) -> str:
+    """A price per GPU-hour for people: 4 significant digits (0.03265, 2.500, 12.35)."""
+    if value is None:
+        return DASH
+    number = _number(value)
+    if not number:
+        return "0.00"
+    exponent = number.adjusted() - 3
+    rounded = number.quantize(Decimal(1).scaleb(exponent), rounding=ROUND_HALF_EVEN)
+    if rounded.adjusted() > number.adjusted():  # 99.995 -> 100.0, not 100.00
+        rounded = rounded.quantize(Decimal(1).scaleb(exponent + 1), rounding=ROUND_HALF_EVEN)
+    return format(rounded, ",f")
+
+
+def instance_hour_text(value: Any) -> str:
+    """A price per instance-hour (or a quoted amount) for people: 2 decimals."""
+    if value is None:
+        return DASH
+    return format(_number(value).quantize(Decimal("0.01"), rounding=ROUND_HALF_EVEN), ",f")
+
+
+def quoted_text(value: Any) -> str:
+    """A quoted amount: 2 decimals from 1 up, else 4 significant digits (0.0002 USD/s)."""
+    if value is None:
+        return DASH
+    number = _number(value)
+    return instance_hour_text(number) if abs(number) >= 1 else gpu_hour_text(number)
+
+
+def exact_text(value: Any) -> str:
+    """The exact decimal (for a title attribute): every stored digit, no exponent."""
+    if value is None:
+        return ""
+    return format(_number(value).normalize(), "f")
 
 
 def time_text(value: datetime | date | None) -> str:
@@ -73,7 +115,16 @@ def environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters.update(
-        dec=decimal_text, money=money_text, when=time_text, web_url=web_url, seg=path_part
+        dec=decimal_text,
+        money=money_text,
+        gpuh=gpu_hour_text,
+        insth=instance_hour_text,
+        quoted=quoted_text,
+        exact=exact_text,
+        kind=price_kind_label,
+        when=time_text,
+        web_url=web_url,
+        seg=path_part,
     )
     return env
 
