@@ -53,6 +53,18 @@ class Offer(SQLModel, table=True):
         Index("ix_offer_status_gpu_count", "status", "gpu_count", "id"),
         # sort=price / -price walks it (USD per instance-hour)
         Index("ix_offer_status_hourly", "status", "hourly_usd_e10", "id"),
+        # the GPU overview's GROUP BY (gpu, price kind, provider) reads it alone, in order
+        # (service.query.overview); gpu_slug first keeps the listing's plans as they were
+        Index(
+            "ix_offer_gpu_kind_provider",
+            "gpu_slug",
+            "price_kind",
+            "provider",
+            "status",
+            "gpu_hour_usd_e10",
+            "country",
+            "last_changed_at",
+        ),
     )
 
     id: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})

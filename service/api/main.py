@@ -12,7 +12,16 @@ from service.api import metrics, problems
 from service.api.conditional import ContentETagMiddleware
 from service.api.observe import ObserveMiddleware
 from service.api.response_cache import ResponseCache, ResponseCacheMiddleware
-from service.api.routes import catalog, compare, export, health, offers, reference, sources_run
+from service.api.routes import (
+    catalog,
+    compare,
+    export,
+    health,
+    offers,
+    overview,
+    reference,
+    sources_run,
+)
 from service.api.routes import compliance as compliance_routes
 from service.api.routes import coverage as coverage_routes
 from service.api.routes import feeds as feed_routes
@@ -69,6 +78,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(offers.router)
     app.include_router(compare.router)
+    app.include_router(overview.router)
     app.include_router(catalog.router)
     app.include_router(sources_run.router)
     app.include_router(subscription_routes.router)

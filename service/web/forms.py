@@ -91,8 +91,7 @@ class ListingForm:
                 items.append((key, str(value)))
         return urlencode(items)
 
-    def api_query(self, limit: int) -> str:
-        """The JSON twin's query string (``/v1/offers``): same filters, same sort."""
+    def _filter_items(self) -> list[tuple[str, str]]:
         items: list[tuple[str, str]] = []
         for key in FORM_FIELDS:
             value = self.values.get(key)
@@ -102,6 +101,16 @@ class ListingForm:
                 items.extend((key, str(v)) for v in value)
             else:
                 items.append((key, str(value)))
+        return items
+
+    def filter_query(self) -> str:
+        """The filters alone (no sort, no page): what the overview, a GPU page and the
+        listing carry over to each other, and what their JSON twins take."""
+        return urlencode(self._filter_items())
+
+    def api_query(self, limit: int) -> str:
+        """The JSON twin's query string (``/v1/offers``): same filters, same sort."""
+        items = self._filter_items()
         if self.sort_param != "price_per_gpu_hour":
             items.append(("sort", self.sort_param))
         items.append(("limit", str(limit)))

@@ -1,4 +1,5 @@
-"""The page for people: listing with filters, offer, provider and GPU pages (HTML).
+"""The page for people: the GPU overview (home), the listing with filters, offer, provider,
+GPU and compare pages (HTML).
 
 Handlers only parse, call the shared queries and render; every page links its JSON twin
 under ``/v1``. Bad input re-renders the form with a message (400); unknown things get an
@@ -7,6 +8,7 @@ HTML 404. No page issues more than a fixed number of queries, whatever the catal
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from math import ceil
 from typing import Any
@@ -18,20 +20,30 @@ from fastapi.staticfiles import StaticFiles
 from schema.enums import PriceKind
 from service.api.deps import ConnDep
 from service.compliance import NOTICE
-from service.compliance.queries import ComplianceError, export_control
+from service.compliance.filters import gdpr_countries
 from service.query.facts import offer_context
 from service.query.filters import (
     ComplianceRefused,
+    ComplianceSets,
     ComplianceUnavailable,
     OfferFilters,
     resolve_compliance,
 )
 from service.query.history import offer_history
 from service.query.offers import also_from, get_offer, list_offers
+from service.query.overview import (
+    EXPORT_DESTINATIONS,
+    OVERVIEW_KINDS,
+    BadIds,
+    compare_document,
+    gpu_document,
+    overview_document,
+    parse_compare_ids,
+)
 from service.query.reference import get_gpu, get_provider, list_providers
 from service.query.sql import NotFound
 from service.web import data
-from service.web.chart import step_chart
+from service.web.chart import lines_chart, sparkline, step_chart
 from service.web.forms import (
     GDPR_ZONES,
     PER_PAGE_CHOICES,
@@ -43,8 +55,6 @@ from service.web.render import STATIC, path_part, render
 
 router = APIRouter(include_in_schema=False)
 
-EXPORT_DESTINATIONS = ("DE", "IN", "AE", "CN")
-"""Destinations summarized on a GPU page (one per broad treatment); ?destination= adds one."""
 CHEAPEST_ON_GPU_PAGE = 10
 MAX_ID_DIGITS = 18
 
@@ -73,7 +83,7 @@ def _choices(conn: Any) -> dict[str, Any]:
     }
 
 
-@router.get("/", response_class=HTMLResponse)
+@router.get("/offers", response_class=HTMLResponse)
 def index(request: Request, conn: ConnDep) -> HTMLResponse:
     form: ListingForm = parse_listing(request.query_params)
     today = datetime.now(UTC).date()
@@ -166,34 +176,124 @@ def provider_page(slug: str, conn: ConnDep) -> HTMLResponse:
     )
 
 
+def _filtered(
+    conn: Any, form: ListingForm, today: Any, choices: dict[str, Any]
+) -> ComplianceSets | None:
+    """The compliance sets behind the form's filters, or None with ``form.errors`` set."""
+    unknown = sorted(set(form.filters.cert) - set(choices["cert_schemes"]))
+    if unknown:
+        form.errors["cert"] = f"no certification scheme {', '.join(unknown)} on record"
+    if form.errors:
+        return None
+    try:
+        return resolve_compliance(conn, form.filters, today)
+    except ComplianceUnavailable as exc:
+        form.errors[exc.parameter] = "not available on this server yet"
+    except ComplianceRefused as exc:
+        form.errors[exc.parameter] = exc.reason
+    return None
+
+
+def _overview_choices(conn: Any) -> dict[str, Any]:
+    return {"cert_schemes": data.cert_schemes(conn), "gdpr_zones": GDPR_ZONES}
+
+
+@router.get("/", response_class=HTMLResponse)
+def overview(request: Request, conn: ConnDep) -> HTMLResponse:
+    form = parse_listing(request.query_params)
+    today = datetime.now(UTC).date()
+    choices = _overview_choices(conn)
+    compliance = _filtered(conn, form, today, choices)
+    doc: dict[str, Any] = {"data": [], "price_kinds": list(OVERVIEW_KINDS), "trend": {}}
+    if not form.errors:
+        eu = gdpr_countries(conn, today, "eu_eea")
+        doc = overview_document(conn, form.filters, compliance, today, eu)
+    names = data.provider_names(
+        conn, [c["provider"] for g in doc["data"] for c in g["cheapest"].values() if c]
+    )
+    query = form.filter_query()
+    return page(
+        "overview.html",
+        400 if form.errors else 200,
+        title="GPU overview",
+        form=form,
+        doc=doc,
+        sparks={g["slug"]: sparkline(g["trend"]) for g in doc["data"]},
+        provider_names=names,
+        query=query,
+        json_url="/v1/overview" + (f"?{query}" if query else ""),
+        **choices,
+    )
+
+
 @router.get("/gpus/{slug}", response_class=HTMLResponse)
-def gpu_page(slug: str, conn: ConnDep, destination: str | None = None) -> HTMLResponse:
+def gpu_page(request: Request, slug: str, conn: ConnDep) -> HTMLResponse:
     today = datetime.now(UTC).date()
     try:
         gpu = get_gpu(conn, slug)
     except NotFound:
         return not_found(f"There is no GPU model {slug!r}.")
-    cheapest = list_offers(conn, OfferFilters(gpu=gpu["slug"]), CHEAPEST_ON_GPU_PAGE)
+    form = parse_listing(request.query_params)
+    choices = _overview_choices(conn)
+    compliance = _filtered(conn, form, today, choices)
     destinations = list(EXPORT_DESTINATIONS)
-    extra = (destination or "").strip().upper()
+    extra = (request.query_params.get("destination") or "").strip().upper()
     if extra and extra not in destinations:
         destinations.append(extra[:8])
-    answers: list[dict[str, Any]] = []
-    for country in destinations:
-        try:
-            answer = export_control(conn, gpu["slug"], country, today).to_dict()
-            answers.append({"destination": country, **answer})
-        except ComplianceError as exc:
-            answers.append({"destination": country, "error": str(exc)})
+    filters = form.filters if not form.errors else OfferFilters()
+    doc = gpu_document(conn, gpu, filters, compliance, today, destinations)
+    cheapest = list_offers(
+        conn, replace(filters, gpu=gpu["slug"]), CHEAPEST_ON_GPU_PAGE, compliance=compliance
+    )
+    names = data.provider_names(conn, [row["provider"] for row in doc["matrix"]])
+    chart = lines_chart(
+        [(names.get(h["provider"], h["provider"]), h["daily"]) for h in doc["history"]],
+        doc["history_start"],
+        doc["history_end"],
+    )
+    query = form.filter_query()
+    suffix = f"?{query}" if query else ""
     return page(
         "gpu.html",
+        400 if form.errors else 200,
         title=gpu["name"],
+        form=form,
         gpu=gpu,
+        doc=doc,
+        chart=chart,
+        provider_names=names,
         cheapest=cheapest,
         ctx=offer_context(conn, cheapest, today),
-        answers=answers,
+        answers=doc["export_control"],
         today=today,
         notice=NOTICE,
-        json_url=f"/v1/gpus/{path_part(gpu['slug'])}",
-        offers_json_url=f"/v1/offers?gpu={path_part(gpu['slug'])}&limit={CHEAPEST_ON_GPU_PAGE}",
+        query=query,
+        json_url=f"/v1/gpus/{path_part(gpu['slug'])}/overview{suffix}",
+        offers_url=f"/offers?gpu={path_part(gpu['slug'])}" + (f"&{query}" if query else ""),
+        **choices,
+    )
+
+
+@router.get("/compare", response_class=HTMLResponse)
+def compare_page(request: Request, conn: ConnDep) -> HTMLResponse:
+    today = datetime.now(UTC).date()
+    try:
+        ids = parse_compare_ids(request.query_params.getlist("ids"))
+    except BadIds as exc:
+        return page(
+            "compare.html", 400, title="Compare offers", error=str(exc), doc=None, json_url=None
+        )
+    try:
+        doc = compare_document(conn, ids, today)
+    except NotFound as exc:
+        return not_found(f"{str(exc).capitalize()}.")
+    offers = doc["data"]
+    return page(
+        "compare.html",
+        title="Compare offers",
+        error=None,
+        doc=doc,
+        ctx=offer_context(conn, offers, today),
+        provider_names=data.provider_names(conn, [o["provider"] for o in offers]),
+        json_url="/v1/compare?ids=" + ",".join(str(i) for i in ids),
     )
