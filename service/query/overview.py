@@ -297,7 +297,9 @@ def gpu_overview(
     eu_list = sorted(eu)
     first, last, start = trend_window(today)
     rows = grouped(conn, filters, compliance, eu_list, start)
-    hq: dict[str, str | None] = dict(conn.execute(select(PROVIDER.c.slug, PROVIDER.c.hq_country)))
+    hq: dict[str, str | None] = {
+        str(r[0]): r[1] for r in conn.execute(select(PROVIDER.c.slug, PROVIDER.c.hq_country))
+    }
     per_gpu: dict[str, dict[str, Any]] = {}
     cells: dict[tuple[str, str], Cell] = {}
     flat: dict[str, int] = {}
