@@ -12,8 +12,11 @@ PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 2
 
 CHROMIUM ?= /usr/bin/chromium
+# axe-core, the accessibility engine the browser tests inject into each page (npm, pinned)
+AXE_VERSION := 4.10.2
+AXE := .npm-tools/node_modules/axe-core/axe.min.js
 
-.PHONY: run test setup install lint format typecheck bench chaos clean chromium
+.PHONY: run test setup install lint format typecheck bench chaos clean chromium axe
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,7 +43,17 @@ chromium:
 	  else echo "chromium missing and not installable here: browser tests will skip (they fail under CI=true)"; fi; \
 	fi
 
-test: setup chromium
+# The browser tests' accessibility checks: axe-core from the npm registry into .npm-tools/
+# (git-ignored); the version is pinned here and checked, so a bump reinstalls.
+axe:
+	@if [ "$$(node -p "require('./.npm-tools/node_modules/axe-core/package.json').version" 2>/dev/null)" != "$(AXE_VERSION)" ]; then \
+	  if command -v npm >/dev/null; then \
+	    echo "installing axe-core $(AXE_VERSION) for the browser tests"; \
+	    npm install --silent --no-audit --no-fund --no-save --prefix .npm-tools axe-core@$(AXE_VERSION); \
+	  else echo "npm missing: the accessibility checks will skip (they fail under CI=true)"; fi; \
+	fi
+
+test: setup chromium axe
 	@pg_url="$$(bash .ci/postgres-url)" || exit 1; \
 	if [ -n "$$pg_url" ]; then echo "PostgreSQL tests on $$pg_url"; else echo "PostgreSQL not reachable: its tests are skipped"; fi; \
 	GPUATLAS_TEST_POSTGRES_URL="$$pg_url" $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --durations=25 $(PYTEST_ARGS)
@@ -77,4 +90,4 @@ chaos: setup
 	else echo "PostgreSQL not reachable: the PostgreSQL chaos pass is skipped"; fi
 
 clean:
-	rm -rf $(VENV) gpuatlas.db gpuatlas.db-wal gpuatlas.db-shm .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) gpuatlas.db gpuatlas.db-wal gpuatlas.db-shm .pytest_cache .mypy_cache .ruff_cache .npm-tools

@@ -169,7 +169,10 @@ def test_gpu_page_matrix_history_specs_and_export_control(client: TestClient) ->
     filtered = client.get(f"/gpus/{L40S}", params={"gdpr": "eu_eea"}).text
     assert f'href="/offers?gpu={L40S}&amp;gdpr=eu_eea"' in filtered
     body = client.get(f"/v1/gpus/{L40S}/overview").json()
-    assert body["gpu"]["name"] == "L40S 48GB" and body["price_kinds"] == ["on_demand", "reserved_1y"]
+    assert body["gpu"]["name"] == "L40S 48GB" and body["price_kinds"] == [
+        "on_demand",
+        "reserved_1y",
+    ]
     prices = body["matrix"][0]["prices"]
     assert prices["on_demand"]["price_per_gpu_hour_usd"] == "1.2"
     assert body["history_price_kind"] == "on_demand"
@@ -209,9 +212,9 @@ def test_compare_puts_offers_side_by_side(client: TestClient) -> None:
     body = client.get("/v1/compare", params={"ids": ",".join(map(str, wanted))}).json()
     assert body["ids"] == wanted and [o["id"] for o in body["data"]] == wanted
     assert body["cheapest_price_per_gpu_hour_usd"] == "1"
-    assert body["data"][1]["price"] == {"amount": "8760.00", "currency": "USD"} or body["data"][
-        1
-    ]["price"]["amount"].startswith("8760")
+    assert body["data"][1]["price"] == {"amount": "8760.00", "currency": "USD"} or body["data"][1][
+        "price"
+    ]["amount"].startswith("8760")
 
 
 @pytest.mark.parametrize(

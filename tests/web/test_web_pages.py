@@ -33,7 +33,9 @@ def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
 
 
 def per_gpu_prices(html: str) -> list[Decimal]:
-    return [Decimal(v) for v in re.findall(r'class="num price-per-gpu-hour">([0-9.]+)<', html)]
+    return [
+        Decimal(v) for v in re.findall(r'class="num price-per-gpu-hour" title="([0-9.]+)"', html)
+    ]
 
 
 def offer_ids(html: str) -> list[int]:
@@ -46,7 +48,7 @@ def history_offer_id(client: TestClient) -> int:
 
 
 def test_listing_renders_sorted_by_price_per_gpu_hour_with_json_twin(client: TestClient) -> None:
-    response = client.get("/")
+    response = client.get("/offers")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/html")
     html = response.text
@@ -57,17 +59,17 @@ def test_listing_renders_sorted_by_price_per_gpu_hour_with_json_twin(client: Tes
 
 
 def test_filters_sort_and_pages(client: TestClient) -> None:
-    html = client.get("/", params={"gpu": "a100", "country": "us", "price_kind": "spot"}).text
+    html = client.get("/offers", params={"gpu": "a100", "country": "us", "price_kind": "spot"}).text
     assert f'<span id="total">{A100_OFFERS}</span>' in html
     assert "/v1/offers?gpu=a100&amp;country=us&amp;price_kind=spot&amp;limit=50" in html
-    html = client.get("/", params={"min_gpus": "8", "sort": "-price_per_gpu_hour"}).text
+    html = client.get("/offers", params={"min_gpus": "8", "sort": "-price_per_gpu_hour"}).text
     prices = per_gpu_prices(html)
     assert prices == sorted(prices, reverse=True) and len(prices) == len(range(2, 50, 3))
-    cheap = client.get("/", params={"max_price_per_gpu_hour": "3"}).text
+    cheap = client.get("/offers", params={"max_price_per_gpu_hour": "3"}).text
     assert all(p <= 3 for p in per_gpu_prices(cheap)) and per_gpu_prices(cheap)
     seen: list[int] = []
     for number in (1, 2, 3):
-        page = client.get("/", params={"per_page": "25", "page": str(number)}).text
+        page = client.get("/offers", params={"per_page": "25", "page": str(number)}).text
         seen += offer_ids(page)
         assert ('rel="next"' in page) == (number < 3)
     assert len(seen) == len(set(seen)) == TOTAL
@@ -91,7 +93,7 @@ def test_filters_sort_and_pages(client: TestClient) -> None:
     ],
 )
 def test_bad_input_is_a_friendly_400_page(client: TestClient, params: dict, field: str) -> None:
-    response = client.get("/", params=params)
+    response = client.get("/offers", params=params)
     assert response.status_code == 400, response.text[:500]
     assert response.headers["content-type"].startswith("text/html")
     assert 'id="errors"' in response.text and f"<strong>{field}</strong>" in response.text
@@ -119,12 +121,12 @@ def test_cluster_filters_in_the_form(client: TestClient) -> None:
 
 def test_empty_form_fields_mean_not_set(client: TestClient) -> None:
     params = {"gpu": "", "min_gpus": "", "country": "", "gdpr": "", "price_kind": "", "sort": ""}
-    response = client.get("/", params=params)
+    response = client.get("/offers", params=params)
     assert response.status_code == 200 and f'<span id="total">{TOTAL}</span>' in response.text
 
 
 def test_hostile_strings_are_escaped_everywhere(client: TestClient) -> None:
-    html = client.get("/", params={"per_page": "100"}).text
+    html = client.get("/offers", params={"per_page": "100"}).text
     assert HOSTILE_SKU not in html and "onerror=" not in html.replace("onerror=&#34;", "")
     assert "&lt;img src=x onerror=&#34;window.__pwned=1&#34;&gt;&#34;&#39;&amp;amp;" in html
     hostile = next(
@@ -192,10 +194,10 @@ def test_listing_page_query_count_does_not_grow_with_rows(
 
     event.listen(engine, "before_cursor_execute", count)
     try:
-        client.get("/", params={"per_page": "25"})
+        client.get("/offers", params={"per_page": "25"})
         small = len(statements)
         statements.clear()
-        client.get("/", params={"per_page": "100"})
+        client.get("/offers", params={"per_page": "100"})
     finally:
         event.remove(engine, "before_cursor_execute", count)
     assert len(statements) == small
