@@ -1,9 +1,10 @@
-"""The issue's targets on a seeded catalog (``gpuatlas seed`` on a fresh database).
+"""The issues' targets on a seeded catalog (``gpuatlas seed`` on a fresh database).
 
 ``eligible --gpu h100 --gdpr eu_eea`` includes DataCrunch, Nebius, OVHcloud and Scaleway;
 with ``--explain`` no provider with an H100 offer able to run in an EU/EEA region is
 excluded by ``gdpr=eu_eea``; at most 1 % of active offers have no country, and every
-provider with such offers is named in docs/data-quality.md.
+provider with such offers is named in docs/data-quality.md. The GPU overview (issue 23)
+weighs at most 200 KB with its stylesheet.
 """
 
 from __future__ import annotations
@@ -89,3 +90,21 @@ def test_few_offers_without_a_country_and_each_is_explained(seeded: Engine) -> N
     section = (DOCS / "data-quality.md").read_text().split("## Locations", 1)[1]
     for provider in {r["provider"] for r in placeless}:
         assert f"`{provider}`" in section, provider
+
+
+def test_the_overview_weighs_at_most_200_kb(seeded: Engine) -> None:
+    """Issue 23: the home page (GPU overview) of the seeded catalog, HTML + CSS <= 200 KB."""
+    from fastapi.testclient import TestClient
+
+    from service.api.main import create_app
+
+    url = seeded.url.render_as_string(hide_password=False)
+    settings = Settings(  # type: ignore[call-arg]
+        database_url=url, environment="test", scheduler_enabled=False, _env_file=None
+    )
+    with TestClient(create_app(settings)) as client:
+        page = client.get("/")
+        css = client.get("/static/gpuatlas.css")
+    assert page.status_code == 200 and css.status_code == 200
+    assert page.text.count("<tr data-gpu=") >= 40  # the seeded catalog's GPU models
+    assert len(page.content) + len(css.content) <= 200_000

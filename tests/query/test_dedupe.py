@@ -243,7 +243,7 @@ def test_unmapped_endpoint_keeps_working_with_offer_counts(client: TestClient) -
 
 
 def test_the_web_page_shows_human_gpu_names(client: TestClient) -> None:
-    page = client.get("/", params={"provider": "lambda", "per_page": "100"})
+    page = client.get("/offers", params={"provider": "lambda", "per_page": "100"})
     assert page.status_code == 200, page.text
     assert "H100 SXM 80GB" in page.text and "RTX 9999 (unrecognized)" in page.text
     triple = by_sku(page_all(client, {}, limit=1000))["triple"][0]
