@@ -44,6 +44,8 @@ from service.query.sql import GPU, LOCATION, OBS, OFFER, PROVIDER, VERSION, gpu_
 OVERVIEW_KINDS: tuple[str, ...] = ("on_demand", "spot", "reserved_1y", "reserved_3y")
 """The price kinds the overview has a column for (the GPU page shows every kind offered)."""
 TREND_DAYS = 90
+WINNER_ROUNDS = 3
+"""Offers at a cell's cheapest price tested for peer precedence before asking the listing."""
 TREND_KIND = "on_demand"
 E10 = Decimal(10) ** 10
 
@@ -95,6 +97,7 @@ def _current(
     compliance: ComplianceSets | None,
     *,
     status_scan: bool = False,
+    keys: Sequence[int] | None = None,
 ) -> Any:
     """Current offers of a known GPU with a price per GPU-hour, filtered (no statement yet)."""
     status = OFFER.c.status
@@ -102,10 +105,12 @@ def _current(
         # read along ix_offer_gpu_kind_provider (groups in order, covering), not along an
         # index led by status, which costs a table lookup per offer and a sort
         status = literal_column(f"+{OFFER.name}.status")
+    key = OFFER.c.gpu_hour_usd_e10
+    # with ``keys``: IN (…), seeks on the price indexes (IS NOT NULL would be taken as a
+    # range, walking every price of the GPU)
+    priced = key.is_not(None) if keys is None else key.in_(keys)
     stmt = select(OFFER.c.id).where(
-        status == OfferStatus.active.value,
-        OFFER.c.gpu_slug.is_not(None),
-        OFFER.c.gpu_hour_usd_e10.is_not(None),
+        status == OfferStatus.active.value, OFFER.c.gpu_slug.is_not(None), priced
     )
     return apply_filters(stmt, filters, dialect, compliance)
 
@@ -172,33 +177,43 @@ def _winners(
     if not cells:
         return
     dialect = conn.dialect.name
-    hidden = outranked(None, dialect)
-    found: dict[tuple[str, str], int] = {}
     firsts = sorted({first for first, _ in cells})
     keys = sorted({cell.key for cell in cells.values()})
     holder = OFFER.c.provider if by_provider else OFFER.c.gpu_slug
+    candidates: dict[tuple[str, str], list[int]] = {}
     for start in range(0, len(keys), 500):
-        # seeks in ix_offer_gpu_slug_status_gpu_hour: (gpu, 'active', key) per pair
+        # index seeks: (gpu, 'active', key) or ('active', key) per key
         stmt = (
-            _current(filters, dialect, compliance)
+            _current(filters, dialect, compliance, keys=keys[start : start + 500])
             .with_only_columns(
-                OFFER.c.id,
-                holder.label("first"),
-                OFFER.c.price_kind,
-                OFFER.c.gpu_hour_usd_e10,
-                hidden.label("hidden"),
+                OFFER.c.id, holder.label("first"), OFFER.c.price_kind, OFFER.c.gpu_hour_usd_e10
             )
-            .where(OFFER.c.gpu_hour_usd_e10.in_(keys[start : start + 500]))
             .order_by(OFFER.c.id)
         )
         if not by_provider:
             stmt = stmt.where(OFFER.c.gpu_slug.in_(firsts))
-        for r in conn.execute(stmt).mappings():
-            name = (r["first"], r["price_kind"])
-            cell = cells.get(name)
-            if cell is None or r["gpu_hour_usd_e10"] != cell.key or r["hidden"]:
-                continue
-            found.setdefault(name, r["id"])
+        for r in conn.execute(stmt):
+            cell = cells.get((r.first, r.price_kind))
+            if cell is not None and r.gpu_hour_usd_e10 == cell.key:
+                candidates.setdefault((r.first, r.price_kind), []).append(r.id)
+    # the precedence probes only for each cell's next candidate (usually one round)
+    found: dict[tuple[str, str], int] = {}
+    tried = 0
+    while tried < WINNER_ROUNDS:
+        asked = {
+            n: ids[tried] for n, ids in candidates.items() if n not in found and tried < len(ids)
+        }
+        if not asked:
+            break
+        hidden = set(
+            conn.execute(
+                select(OFFER.c.id).where(
+                    OFFER.c.id.in_(sorted(asked.values())), outranked(None, dialect)
+                )
+            ).scalars()
+        )
+        found.update({n: i for n, i in asked.items() if i not in hidden})
+        tried += 1
     for name, cell in cells.items():
         if name in found:
             cell.offer_id = found[name]
