@@ -136,12 +136,12 @@ def grouped(
     gpus: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per (GPU, price kind, provider) of current offers: cheapest key, EU flag,
-    and the cheapest on-demand key of offers unchanged since ``flat_since``."""
+    and the cheapest key of offers unchanged since ``flat_since`` (a trend's floor)."""
     dialect = conn.dialect.name
     key = OFFER.c.gpu_hour_usd_e10
     flat = case(
         (
-            (OFFER.c.price_kind == TREND_KIND) & (OFFER.c.last_changed_at <= flat_since),
+            OFFER.c.last_changed_at <= flat_since,
             key,
         ),
         else_=None,
@@ -323,7 +323,7 @@ def gpu_overview(
         gpu = per_gpu.setdefault(slug, {"providers": set(), "eu": False})
         gpu["providers"].add(provider)
         gpu["eu"] = gpu["eu"] or bool(r["eu"])
-        if r["flat"] is not None:
+        if r["flat"] is not None and kind == TREND_KIND:
             flat[slug] = min(int(r["flat"]), flat.get(slug, int(r["flat"])))
         if kind in OVERVIEW_KINDS:
             cell = cells.get((slug, kind))
@@ -389,7 +389,7 @@ def gpu_matrix(
     today: date,
 ) -> dict[str, Any]:
     """One GPU: per provider and price kind the cheapest current offer; per provider the
-    daily cheapest on-demand price (or the GPU's most common kind without on-demand)."""
+    daily cheapest on-demand price (the GPU's first price kind when none is on-demand)."""
     first, last, start = trend_window(today)
     gpus = live_gpu_slugs(conn, slug)
     rows = grouped(conn, replace(filters, gpu=slug), compliance, [], start, gpus=gpus)
@@ -403,10 +403,9 @@ def gpu_matrix(
     providers = sorted({p for p, _ in cells})
     trend_kind = TREND_KIND if TREND_KIND in kinds_seen else (kinds[0] if kinds else TREND_KIND)
     flat: dict[str, int] = {}
-    if trend_kind == TREND_KIND:
-        for r in rows:
-            if r["flat"] is not None:
-                flat[r["provider"]] = min(int(r["flat"]), flat.get(r["provider"], int(r["flat"])))
+    for r in rows:
+        if r["flat"] is not None and r["price_kind"] == trend_kind:
+            flat[r["provider"]] = min(int(r["flat"]), flat.get(r["provider"], int(r["flat"])))
     history = (
         daily_cheapest(
             conn, filters, compliance, today, flat, by="provider", gpu=slug, kind=trend_kind

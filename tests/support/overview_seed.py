@@ -7,6 +7,8 @@ agree. All times relative to now; prices chosen so every expected figure is exac
   cheapest) until 30 days ago, when the 16 became 24 (cheapest 2.125); spot 12 USD/h (1.50).
 - L40S (ovhcloud, FR): on-demand 1.50 until 30 days ago, then 1.20 and a new offer at 1.40;
   1-year reserved paid upfront 8,760 USD a term (1.00 per GPU-hour).
+- A100 80GB (lambda, US): spot only, 8 GPUs at 8.80 USD/h (1.10 per GPU-hour), unchanged:
+  its GPU page charts the spot price, flat.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from service.core.config import REFERENCE_DIR, Settings
 from tests.support.factories import record
 
 H100 = "nvidia-h100-sxm-80gb"
+A100 = "nvidia-a100-sxm-80gb"
 L40S = "nvidia-l40s-48gb"
 CHANGED_DAYS_AGO = 30
 TREND = {H100: (Decimal("2"), Decimal("2.125")), L40S: (Decimal("1.5"), Decimal("1.2"))}
@@ -52,6 +55,18 @@ def _acme(changed: bool) -> list[dict[str, Any]]:
             region="us-east-1",
             price_kind="spot",
             amount="12.00",
+        )
+    )
+    out.append(
+        record(
+            11,
+            provider="lambda",
+            gpu_name_raw="A100 80GB",
+            gpu_count="8",
+            country="US",
+            region="us-east-1",
+            price_kind="spot",
+            amount="8.80",
         )
     )
     return out

@@ -25,7 +25,7 @@ from service.web.words import price_kind_label
 from tests.conftest import scratch_pg_database
 from tests.support import overview_seed
 from tests.support.api_client import api_client
-from tests.support.overview_seed import H100, L40S, TREND
+from tests.support.overview_seed import A100, H100, L40S, TREND
 
 
 @pytest.fixture(
@@ -70,7 +70,8 @@ def test_overview_is_the_home_page_with_one_row_per_gpu(client: TestClient) -> N
     response = client.get("/")
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/html")
     html = response.text
-    assert re.findall(r'<tr data-gpu="([^"]+)">', html) == [H100, L40S]  # dearest first
+    # dearest on-demand first, then the GPUs without an on-demand price
+    assert re.findall(r'<tr data-gpu="([^"]+)">', html) == [H100, L40S, A100]
     h100, l40s = row_of(html, H100), row_of(html, L40S)
     assert ">H100 SXM 80GB</a>" in h100 and ">L40S 48GB</a>" in l40s  # names, not slugs
     assert "80 GB" in h100 and "48 GB" in l40s
@@ -93,7 +94,8 @@ def test_overview_json_twin_keeps_exact_values_and_the_trend(client: TestClient)
     body = client.get("/v1/overview").json()
     assert body["price_kinds"] == ["on_demand", "spot", "reserved_1y", "reserved_3y"]
     rows = {r["slug"]: r for r in body["data"]}
-    assert list(rows) == [H100, L40S]
+    assert list(rows) == [H100, L40S, A100]
+    assert rows[A100]["cheapest"]["on_demand"] is None and rows[A100]["trend"] == [None] * 90
     h100, l40s = rows[H100], rows[L40S]
     assert h100["name"] == "H100 SXM 80GB" and h100["provider_count"] == 1
     assert h100["cheapest"]["on_demand"]["price_per_gpu_hour_usd"] == "2.125"
@@ -119,7 +121,7 @@ def test_overview_json_twin_keeps_exact_values_and_the_trend(client: TestClient)
     [
         ({"gdpr": "eu_eea"}, [L40S]),
         ({"gdpr": "eu_eea", "cert": "iso27001"}, [L40S]),
-        ({"export_destination": "DE"}, [H100, L40S]),
+        ({"export_destination": "DE"}, [H100, L40S, A100]),
         ({"gpu": "l40s"}, [L40S]),
     ],
 )
@@ -181,6 +183,15 @@ def test_gpu_page_matrix_history_specs_and_export_control(client: TestClient) ->
     assert {a["destination"] for a in body["export_control"]} >= {"DE", "IN", "AE", "CN"}
     extra = client.get(f"/v1/gpus/{L40S}/overview", params={"destination": "SG"}).json()
     assert extra["export_control"][-1]["destination"] == "SG"
+
+
+def test_gpu_page_without_on_demand_charts_its_first_kind(client: TestClient) -> None:
+    body = client.get(f"/v1/gpus/{A100}/overview").json()
+    assert body["price_kinds"] == ["spot"] and body["history_price_kind"] == "spot"
+    assert body["history"] == [{"provider": "lambda", "daily": ["1.1"] * TREND_DAYS}]
+    html = client.get(f"/gpus/{A100}").text
+    assert "Cheapest Spot price by provider, last 90 days" in html
+    assert html.count('<path class="series"') == 1
 
 
 def test_unknown_gpu_is_a_404_page_and_problem(client: TestClient) -> None:
