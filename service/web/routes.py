@@ -14,7 +14,7 @@ from math import ceil
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from schema.enums import PriceKind
@@ -198,8 +198,14 @@ def _overview_choices(conn: Any) -> dict[str, Any]:
     return {"cert_schemes": data.cert_schemes(conn), "gdpr_zones": GDPR_ZONES}
 
 
-@router.get("/", response_class=HTMLResponse)
-def overview(request: Request, conn: ConnDep) -> HTMLResponse:
+LISTING_ONLY = ("sort", "page", "per_page")
+"""Parameters only the listing has: a link to ``/`` carrying one is an old listing link."""
+
+
+@router.get("/", response_class=HTMLResponse, response_model=None)
+def overview(request: Request, conn: ConnDep) -> HTMLResponse | RedirectResponse:
+    if any(name in request.query_params for name in LISTING_ONLY):
+        return RedirectResponse(f"/offers?{request.url.query}", status_code=308)
     form = parse_listing(request.query_params)
     today = datetime.now(UTC).date()
     choices = _overview_choices(conn)

@@ -246,6 +246,12 @@ def test_compare_unknown_offer_is_a_404(client: TestClient) -> None:
     assert problem.status_code == 404 and "987654" in problem.json()["detail"]
 
 
+def test_old_listing_links_to_the_home_page_land_on_the_listing(client: TestClient) -> None:
+    response = client.get("/?gpu=l40s&sort=-price&page=1", follow_redirects=False)
+    assert response.status_code == 308
+    assert response.headers["location"] == "/offers?gpu=l40s&sort=-price&page=1"
+
+
 def test_offer_listing_stays_reachable_with_money_as_money(client: TestClient) -> None:
     html = client.get("/offers", params={"gpu": "l40s"}).text
     assert '<span id="total">3</span>' in html
