@@ -38,6 +38,13 @@ def sort_key_e10(value: Decimal | None) -> int | None:
     return max(-SORT_KEY_MAX, min(SORT_KEY_MAX, key))
 
 
+ACTIVE = text("status = 'active'")
+ACTIVE_KNOWN_GPU = text("+status = 'active' AND +gpu_slug IS NOT NULL")
+"""SQLite's predicate of ix_offer_gpu_kind_provider: only a statement with exactly these two
+terms (the overview's) can use the index, so no other plan changes; and neither term can
+seek another index, so SQLite's planner (no statistics) reads this one, in group order."""
+
+
 class Offer(SQLModel, table=True):
     """The identity of a price, plus its current state (denormalized from observations)."""
 
@@ -53,17 +60,20 @@ class Offer(SQLModel, table=True):
         Index("ix_offer_status_gpu_count", "status", "gpu_count", "id"),
         # sort=price / -price walks it (USD per instance-hour)
         Index("ix_offer_status_hourly", "status", "hourly_usd_e10", "id"),
-        # the GPU overview's GROUP BY (gpu, price kind, provider) reads it alone, in order
-        # (service.query.overview); gpu_slug first keeps the listing's plans as they were
+        # the GPU overview's GROUP BY (gpu, price kind, provider) of current offers reads it
+        # alone, in order (service.query.overview); partial, so no other read's plan can
+        # pick it (they bind the status as a parameter, or read withdrawn offers too)
         Index(
             "ix_offer_gpu_kind_provider",
             "gpu_slug",
             "price_kind",
             "provider",
-            "status",
             "gpu_hour_usd_e10",
             "country",
             "last_changed_at",
+            "status",
+            sqlite_where=ACTIVE_KNOWN_GPU,
+            postgresql_where=ACTIVE,
         ),
     )
 

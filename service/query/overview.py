@@ -100,18 +100,21 @@ def _current(
     keys: Sequence[int] | None = None,
 ) -> Any:
     """Current offers of a known GPU with a price per GPU-hour, filtered (no statement yet)."""
-    status = OFFER.c.status
-    if status_scan and dialect == "sqlite":
-        # read along ix_offer_gpu_kind_provider (groups in order, covering), not along an
-        # index led by status, which costs a table lookup per offer and a sort
-        status = literal_column(f"+{OFFER.name}.status")
+    status: Any = OFFER.c.status == OfferStatus.active.value
+    known: Any = OFFER.c.gpu_slug.is_not(None)
+    if status_scan:
+        # exactly the predicate of the partial ix_offer_gpu_kind_provider, a literal so the
+        # planners can prove it (on SQLite unseekable: schema.prices.ACTIVE_KNOWN_GPU)
+        active: Any = literal_column(f"'{OfferStatus.active.value}'")
+        sqlite = dialect == "sqlite"
+        status = (literal_column("+offer.status") if sqlite else OFFER.c.status) == active
+        if sqlite:
+            known = literal_column("+offer.gpu_slug").is_not(None)
     key = OFFER.c.gpu_hour_usd_e10
     # with ``keys``: IN (…), seeks on the price indexes (IS NOT NULL would be taken as a
     # range, walking every price of the GPU)
     priced = key.is_not(None) if keys is None else key.in_(keys)
-    stmt = select(OFFER.c.id).where(
-        status == OfferStatus.active.value, OFFER.c.gpu_slug.is_not(None), priced
-    )
+    stmt = select(OFFER.c.id).where(status, known, priced)
     return apply_filters(stmt, filters, dialect, compliance)
 
 
