@@ -13,6 +13,8 @@ KIND_LABELS = {
     "reserved_3y": "3-year reserved",
     "monthly": "Monthly",
     "weekly": "Weekly",
+    "serverless": "Serverless (billed while running)",
+    "serverless_active": "Serverless, always on",
 }
 TERM_UNITS = {"term_1y", "term_3y"}
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from schema.enums import PriceKind
 from service.core.config import Settings
 from service.core.db import make_engine
 from service.core.migrate import upgrade
@@ -278,6 +279,8 @@ def test_money_and_words_for_people() -> None:
     assert price_kind_label("reserved_3y", "hour") == "3-year reserved, no upfront"
     assert price_kind_label("on_demand", "hour") == "On-demand"
     assert price_kind_label("spot") == "Spot"
+    for kind in PriceKind:  # every kind has words, none shows its identifier
+        assert "_" not in price_kind_label(kind.value)
 
 
 def test_compare_ids_parser() -> None:
