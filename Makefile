@@ -46,7 +46,7 @@ chromium:
 # The browser tests' accessibility checks: axe-core from the npm registry into .npm-tools/
 # (git-ignored); the version is pinned here and checked, so a bump reinstalls.
 axe:
-	@if [ "$$(node -p "require('./.npm-tools/node_modules/axe-core/package.json').version" 2>/dev/null)" != "$(AXE_VERSION)" ]; then \
+	@if [ "$$(node -p "require('./$(dir $(AXE))package.json').version" 2>/dev/null)" != "$(AXE_VERSION)" ]; then \
 	  if command -v npm >/dev/null; then \
 	    echo "installing axe-core $(AXE_VERSION) for the browser tests"; \
 	    npm install --silent --no-audit --no-fund --no-save --prefix .npm-tools axe-core@$(AXE_VERSION); \
