@@ -378,10 +378,10 @@ def gpu_overview(
 
 
 def _order(row: dict[str, Any]) -> tuple[Any, ...]:
-    """Vendor, then dearest first (the newest parts lead), then name."""
+    """The most widely offered first, then the dearest on-demand (newest parts), then name."""
     on_demand = row["cheapest"]["on_demand"]
     price = on_demand["price_per_gpu_hour_usd"] if on_demand else None
-    return (row["vendor"] or "~", price is None, -(price or 0), row["name"])
+    return (-row["provider_count"], price is None, -(price or 0), row["name"])
 
 
 def gpu_matrix(
