@@ -104,15 +104,15 @@ def test_cluster_filters_in_the_form(client: TestClient) -> None:
     """The form's interconnect, network and min_network_gbps fields: bad values are a 400
     naming each field, good ones list what the JSON twin lists."""
     bad = {"interconnect": "nvlink9", "network": "<b>carrier</b>", "min_network_gbps": "-3"}
-    response = client.get("/", params=bad)
+    response = client.get("/offers", params=bad)
     assert response.status_code == 400
     for field in bad:
         assert f"<strong>{field}</strong>" in response.text
     assert "<b>carrier" not in response.text
-    html = client.get("/", params={"interconnect": "", "network": "", "min_network_gbps": ""}).text
+    html = client.get("/offers", params={"interconnect": "", "network": "", "min_network_gbps": ""}).text
     assert f'<span id="total">{TOTAL}</span>' in html
     params = {"interconnect": "pcie", "network": "ethernet", "min_network_gbps": "10"}
-    html = client.get("/", params=params).text
+    html = client.get("/offers", params=params).text
     twin = client.get("/v1/offers", params={**params, "limit": 1000}).json()["data"]
     assert f'<span id="total">{len(twin)}</span>' in html
     assert "interconnect=pcie&amp;network=ethernet&amp;min_network_gbps=10" in html

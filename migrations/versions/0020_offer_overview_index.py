@@ -11,8 +11,8 @@ offers), so their plans stay as they were. On SQLite the predicate is written
 their plans), and neither term can seek another index, so SQLite's planner (no statistics)
 takes this one rather than a status index with a table lookup per offer and a sort.
 
-Revision ID: 0019
-Revises: 0017
+Revision ID: 0020
+Revises: 0019
 Create Date: 2026-12-04 09:00:00
 """
 
@@ -21,8 +21,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0019"
-down_revision: str | Sequence[str] | None = "0017"
+revision: str = "0020"
+down_revision: str | Sequence[str] | None = "0019"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
