@@ -109,7 +109,9 @@ def test_cluster_filters_in_the_form(client: TestClient) -> None:
     for field in bad:
         assert f"<strong>{field}</strong>" in response.text
     assert "<b>carrier" not in response.text
-    html = client.get("/offers", params={"interconnect": "", "network": "", "min_network_gbps": ""}).text
+    html = client.get(
+        "/offers", params={"interconnect": "", "network": "", "min_network_gbps": ""}
+    ).text
     assert f'<span id="total">{TOTAL}</span>' in html
     params = {"interconnect": "pcie", "network": "ethernet", "min_network_gbps": "10"}
     html = client.get("/offers", params=params).text
