@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
-from sqlalchemy import Connection, and_, delete, insert, select, update
+from sqlalchemy import Connection, and_, select, update
 
 from schema.cluster import ClusterReference
 from schema.enums import Interconnect, Network
 from schema.prices import Offer
 from schema.records import _CONTROL_RE
-from service.catalog.reference import CheckedReference, Slug, _read_rows, _Row
+from service.catalog.reference import CheckedReference, Slug, _read_rows, _Row, replace_table
 from service.core.reference_error import ReferenceError
 
 CLUSTER = ClusterReference.__table__  # type: ignore[attr-defined]
@@ -174,20 +174,13 @@ def cluster_rows(rows: Iterable[ClusterRow]) -> list[dict[str, Any]]:
 def write_cluster(conn: Connection, rows: list[ClusterRow]) -> int:
     """Make ``cluster_reference`` hold exactly these rows; returns how many rows were added,
     changed or removed (0 when the file did not change)."""
-    wanted = {(r["provider"], r["sku"], r["sku_prefix"]): r for r in cluster_rows(rows)}
-    names = list(next(iter(wanted.values()))) if wanted else ["provider", "sku", "sku_prefix"]
-    read = select(*(CLUSTER.c[name] for name in names))
-    stored = {
-        (r["provider"], r["sku"], r["sku_prefix"]): _comparable(r)
-        for r in conn.execute(read).mappings()
-    }
-    changed = sum(1 for key, row in wanted.items() if stored.get(key) != _comparable(row))
-    changed += sum(1 for key in stored if key not in wanted)
-    if changed:
-        conn.execute(delete(CLUSTER))
-        if wanted:
-            conn.execute(insert(CLUSTER), list(wanted.values()))
-    return changed
+    return replace_table(
+        conn,
+        CLUSTER,
+        cluster_rows(rows),
+        lambda r: (r["provider"], r["sku"], r["sku_prefix"]),
+        _comparable,
+    )
 
 
 def _comparable(row: Any) -> dict[str, Any]:

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from sqlalchemy import Connection, delete, insert, select
+from sqlalchemy import Connection
 
 from schema.costs import ALL_REGIONS, CostKind, ProviderCost
-from service.catalog.reference import CheckedReference, Slug, _read_rows, _Row
+from service.catalog.reference import CheckedReference, Slug, _read_rows, _Row, replace_table
 from service.core.reference_error import ReferenceError
 
 COST = ProviderCost.__table__  # type: ignore[attr-defined]
@@ -122,17 +122,7 @@ def cost_rows(rows: list[CostRow]) -> list[dict[str, Any]]:
 def write_costs(conn: Connection, rows: list[CostRow]) -> int:
     """Make ``provider_cost`` hold exactly these rows; returns how many rows were added,
     changed or removed (0 when the file did not change)."""
-    wanted = {_key(r): r for r in cost_rows(rows)}
-    names = list(next(iter(wanted.values()))) if wanted else list(KEY)
-    read = select(*(COST.c[name] for name in names))
-    stored = {_key(r): dict(r) for r in conn.execute(read).mappings()}
-    changed = sum(1 for key, row in wanted.items() if stored.get(key) != row)
-    changed += sum(1 for key in stored if key not in wanted)
-    if changed:
-        conn.execute(delete(COST))
-        if wanted:
-            conn.execute(insert(COST), list(wanted.values()))
-    return changed
+    return replace_table(conn, COST, cost_rows(rows), _key)
 
 
 def _key(row: Any) -> tuple[Any, ...]:

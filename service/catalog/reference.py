@@ -12,6 +12,7 @@ the compliance files, in one transaction.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
@@ -422,3 +423,27 @@ def _sync_aliases(conn: Connection, aliases: dict[str, tuple[str, str]]) -> int:
         ],
     )
     return len(aliases)
+
+
+def replace_table(
+    conn: Connection,
+    table: Any,
+    rows: list[dict[str, Any]],
+    key: Callable[[Mapping[str, Any]], tuple[Any, ...]],
+    comparable: Callable[[Mapping[str, Any]], dict[str, Any]] = dict,
+) -> int:
+    """Make a reference table hold exactly ``rows`` (dicts of its columns); returns how many
+    rows were added, changed or removed, and writes nothing when that is 0. ``key`` names a
+    row; ``comparable`` makes a stored row and a file row equal when they mean the same
+    (e.g. ``Decimal('25.0')`` and ``25``)."""
+    wanted = {key(r): r for r in rows}
+    names = list(rows[0]) if rows else [c.name for c in table.columns]
+    read = conn.execute(select(*(table.c[name] for name in names))).mappings()
+    stored = {key(r): comparable(r) for r in (dict(m) for m in read)}
+    changed = sum(1 for k, row in wanted.items() if stored.get(k) != comparable(row))
+    changed += sum(1 for k in stored if k not in wanted)
+    if changed:
+        conn.execute(delete(table))
+        if wanted:
+            conn.execute(sa_insert(table), list(wanted.values()))
+    return changed
