@@ -21,10 +21,15 @@ JSON_FIELDS = "%(levelname)s %(name)s %(message)s %(request_id)s"
 
 
 class RequestIdFilter(logging.Filter):
-    """Puts the current request's id on every record."""
+    """Puts the current request's id on every record (``missing`` outside a request)."""
+
+    def __init__(self, missing: str | None = None) -> None:
+        super().__init__()
+        self.missing = missing
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.request_id = REQUEST_ID.get()
+        rid = REQUEST_ID.get()
+        record.request_id = self.missing if rid is None else rid
         record.__dict__.pop("color_message", None)  # uvicorn's ANSI-coloured copy
         return True
 
@@ -51,7 +56,9 @@ def log_config(fmt: Literal["text", "json"], level: str = "INFO") -> dict[str, A
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "filters": {"request_id": {"()": RequestIdFilter}},
+        "filters": {
+            "request_id": {"()": RequestIdFilter, "missing": None if fmt == "json" else "-"}
+        },
         "formatters": {"default": formatter},
         "handlers": {"default": handler},
         "root": {"handlers": ["default"], "level": level},
