@@ -128,7 +128,9 @@ def test_every_sort_pages_as_it_sorts(client: TestClient, sort: str) -> None:
             assert any(o["price_per_pflop_hour_usd"] is None for o in whole), "some without PFLOPS"
         ids = [o["id"] for o in whole]
         assert ids == _expected(whole, sort, tflops), query
-        for limit in (1, 4, 7):
+        # one offer a page crosses every boundary of the full order once; pages of 4 and 7
+        # (coprime) cross each filtered order's ties at shifting places
+        for limit in (1, 4, 7) if not params else (4, 7):
             assert [o["id"] for o in page_all(client, query, limit=limit)] == ids, (query, limit)
     ties = [_key(o, sort, tflops) for o in whole]
     assert len(set(ties)) < len(ties), "the catalog must hold ties for this sort"
