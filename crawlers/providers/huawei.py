@@ -44,7 +44,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import parse_qsl, quote, urlsplit
 
 from crawlers.base import (
     ApiSource,
@@ -115,8 +115,7 @@ def canonical_request(
     path = "/".join(_uri_encode(p) for p in parts.path.split("/"))
     path = path if path.endswith("/") else f"{path}/"
     pairs = sorted(
-        (_uri_encode(k), _uri_encode(v))
-        for k, _, v in (p.partition("=") for p in parts.query.split("&") if p)
+        (_uri_encode(k), _uri_encode(v)) for k, v in parse_qsl(parts.query, keep_blank_values=True)
     )
     query = "&".join(f"{k}={v}" for k, v in pairs)
     signed = sorted((k.lower(), v.strip()) for k, v in headers.items())
