@@ -27,7 +27,10 @@ read here in the copy Huawei authored for Open Telekom Cloud
 (https://github.com/opentelekomcloud-docs/elastic-cloud-server,
 umn/source/service_overview/ecs_specifications_and_types/gpu-accelerated_ecss.rst). Which
 flavor is sold in which region is not published in a source read here: :data:`REGION_FLAVORS`
-is unsourced. P2s (V100 PCIe 32 GB) is left out: the GPU catalog has no such model.
+is unsourced. P2s (V100 PCIe 32 GB) is left out: the GPU catalog has no such model. The tables
+say "V100" with 16 GiB for P2v and NVLink between its GPUs, named here SXM2 (the NVLink form);
+P3's "A100 80GB" states no form factor, so the GPU name parser's family default applies and the
+offer's model is marked inferred.
 
 Currency and tax: the China site (bss.myhuaweicloud.com) answers in CNY; no source read here
 says whether the list price includes VAT, so ``tax_included`` is None.
