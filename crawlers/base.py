@@ -89,6 +89,8 @@ class Context:
     base_url: str
     credential: str | None = None
     credential_id: str | None = None
+    options: Mapping[str, str] = field(default_factory=dict)
+    """The values of the source's ``credential_options`` (Settings field -> value)."""
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
@@ -108,6 +110,9 @@ class ApiSource:
     credential_id: ClassVar[str | None] = None
     """For a key pair (an ID and a secret that signs requests): the Settings field holding
     the ID, ``credential`` holding the secret; either missing → skipped."""
+    credential_options: ClassVar[tuple[str, ...]] = ()
+    """Further Settings fields an authenticated request needs besides the key (e.g. an
+    account's project ID); any missing → skipped, like the credential."""
     tax_included: ClassVar[bool | None] = None
     """Whether the quoted prices include sales tax/VAT (None: the source does not say)."""
     docs_url: ClassVar[str | None] = None

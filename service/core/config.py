@@ -99,6 +99,10 @@ class Settings(BaseSettings):
     alibaba_access_key_secret: str | None = None
     tencent_secret_id: str | None = None
     tencent_secret_key: str | None = None
+    huawei_access_key_id: str | None = None
+    huawei_secret_access_key: str | None = None
+    huawei_project_id: str | None = None
+    """Any valid project ID of the Huawei Cloud account (the price API requires one)."""
 
     # compliance
     reference_stale_days: int = Field(default=180, ge=1)

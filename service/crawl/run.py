@@ -69,13 +69,22 @@ def source_context(source_cls: type, settings: Settings) -> Context:
         base_url=settings.source_base_urls.get(name, getattr(source_cls, "base_url", "")),
         credential=settings.credential(credential_name) if credential_name else None,
         credential_id=settings.credential(id_name) if id_name else None,
+        options={
+            n: value
+            for n in getattr(source_cls, "credential_options", ())
+            if (value := settings.credential(n)) is not None
+        },
     )
 
 
 def missing_credentials(source_cls: type, settings: Settings) -> list[str]:
     """The Settings fields a source needs and lacks (its credential, and the key ID of a
-    key pair)."""
-    names = [getattr(source_cls, "credential", None), getattr(source_cls, "credential_id", None)]
+    key pair, and the options an authenticated request needs)."""
+    names = [
+        getattr(source_cls, "credential", None),
+        getattr(source_cls, "credential_id", None),
+        *getattr(source_cls, "credential_options", ()),
+    ]
     return [n for n in names if n and settings.credential(n) is None]
 
 

@@ -252,7 +252,7 @@ def test_filters(engine: Engine) -> None:
             conn, "CN", TODAY, include_unknown=False
         )
         assert filters.gpus_needing_licence(conn, "DE", TODAY) == set()
-        assert filters.providers_hq_in(conn, ["cn"]) == {"alibaba", "tencent"}
+        assert filters.providers_hq_in(conn, ["cn"]) == {"alibaba", "huawei", "tencent"}
         assert filters.gpu_classifications(conn, TODAY)["nvidia-t4-16gb"] == (NOT_3A090, "computed")
 
 

@@ -1,9 +1,11 @@
-"""The CNY sources (AWS China, Alibaba Cloud, Tencent Cloud) beyond the contract suite:
+"""The CNY sources (AWS China, Alibaba Cloud, Tencent Cloud, Huawei Cloud) beyond the contract
+suite:
 request signing against the providers' documented examples and on the wire, their error
 answers, hostile answers, the stored CNY prices, tax flags and weekly prices."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import date, datetime
 from decimal import Decimal
@@ -16,7 +18,7 @@ from sqlalchemy import Engine, select
 
 from crawlers.base import Context
 from crawlers.http import run_from_files
-from crawlers.providers import alibaba, tencent
+from crawlers.providers import alibaba, huawei, tencent
 from crawlers.providers.aws_china import AwsChinaPriceList
 from schema.prices import Offer, PriceObservation
 from service.compliance.reference_load import load_reference
@@ -109,6 +111,43 @@ def test_tencent_tc3_signature_matches_the_documented_example() -> None:
     )
 
 
+# Huawei Cloud's worked example of AK/SK signing (VPC list, X-Sdk-Date 20191115T033655Z, the
+# example key pair): https://support.huaweicloud.com/devg-apisign/api-sign-algorithm-002.html
+# and the pages after it (string to sign, signature, Authorization header).
+HUAWEI_DOC_URL = (
+    "https://service.region.example.com/v1/77b6a44cba5143ab91d13ab9a8ff44fd/vpcs"
+    "?limit=2&marker=13551d6b-755d-4757-b956-536f674975c0"
+)
+HUAWEI_DOC_HEADERS = {
+    "Content-Type": "application/json",
+    "Host": "service.region.example.com",
+    "X-Sdk-Date": "20191115T033655Z",
+}
+
+
+def test_huawei_sdk_signature_matches_the_documented_example() -> None:
+    canonical, signed = huawei.canonical_request("GET", HUAWEI_DOC_URL, HUAWEI_DOC_HEADERS, b"")
+    assert signed == "content-type;host;x-sdk-date"
+    assert canonical.startswith(
+        "GET\n/v1/77b6a44cba5143ab91d13ab9a8ff44fd/vpcs/\n"
+        "limit=2&marker=13551d6b-755d-4757-b956-536f674975c0\n"
+    )
+    digest = hashlib.sha256(canonical.encode()).hexdigest()
+    assert digest == "b25362e603ee30f4f25e7858e8a7160fd36e803bb2dfe206278659d71a9bcd7a"
+    authorization = huawei.sdk_authorization(
+        "QTWAOYTTINDUT2QVKYUC",
+        "MFyfvK41ba2giqM7Uio6PznpdUKGpownRZlmVmHc",
+        "GET",
+        HUAWEI_DOC_URL,
+        HUAWEI_DOC_HEADERS,
+        b"",
+    )
+    assert authorization == (
+        "SDK-HMAC-SHA256 Access=QTWAOYTTINDUT2QVKYUC, SignedHeaders=content-type;host;x-sdk-date, "
+        "Signature=7be6668032f70418fcc22abc52071e57aff61b84a1d2381bb430d6870f4f6ebe"
+    )
+
+
 # --------------------------------------------------------------------- on the wire
 
 
@@ -162,6 +201,81 @@ def test_tencent_signs_each_region_on_the_wire(
         assert filters["instance-charge-type"] == ["POSTPAID_BY_HOUR", "SPOTPAID"]
         regions.append(got["x-tc-region"])
     assert regions == list(tencent.REGIONS)
+
+
+def test_huawei_signs_each_region_on_the_wire(
+    sqlite_engine: Engine, sqlite_url: str, server: ReplayServer
+) -> None:
+    answers = replay("huawei")
+    throttled = answers.reply(
+        b'{"error_code": "APIGW.0308"}', status=429, headers={"Retry-After": "0"}
+    )
+    bodies = answers.routes[huawei.PATH]
+    answers.serve(server, {huawei.PATH: [throttled, *(answers.reply(b) for b in bodies)]})
+    config = configure(_sqlite(sqlite_url), server, "huawei")
+    assert crawl_source(sqlite_engine, config, "huawei").label == "ok"
+    regions, dates = [], []
+    for method, path, headers, body in server.requests:
+        got = {k.lower(): v for k, v in headers.items()}
+        assert method == "POST" and path == huawei.PATH
+        signed = {k: got[k] for k in ("content-type", "host", "x-sdk-date")}
+        expected = huawei.sdk_authorization(
+            "test-key-id", "test-key", "POST", f"{server.url}{path}", signed, body
+        )
+        assert got["authorization"] == expected
+        asked = json.loads(body)
+        assert asked["project_id"] == "test-huawei_project_id"
+        products = asked["product_infos"]
+        assert 0 < len(products) <= 100
+        for product in products:
+            region, flavor = product["id"].split("/")
+            assert product == huawei.product_infos(region, (flavor,))[0]
+            assert product["resource_spec"] == f"{flavor}.linux" and product["region"] == region
+        regions.append(products[0]["region"])
+        dates.append(got["x-sdk-date"])
+    # the throttled request was sent again and signed anew; then one request a region
+    assert regions == [huawei.REGIONS[0], *huawei.REGIONS]
+    assert all(len(d) == 16 and d.endswith("Z") for d in dates)
+
+
+def test_huawei_batches_product_infos_by_the_documented_maximum(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(huawei, "MAX_PRODUCTS", 3)
+    ctx = Context(base_url="http://x", options={"huawei_project_id": "p"})
+    requests = list(huawei.HuaweiEcs().start(ctx))
+    sizes = [len(json.loads(r.content or b"")["product_infos"]) for r in requests]
+    flavors = [len(huawei.REGION_FLAVORS[r]) for r in huawei.REGIONS]
+    assert sum(sizes) == sum(flavors) and max(sizes) == 3
+    assert len(requests) == sum(-(-n // 3) for n in flavors)
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "label"),
+    [
+        (401, b'{"error_code": "APIGW.0301", "error_msg": "verify aksk signature fail"}', "failed: unauthorized"),
+        (400, b'{"error_code": "CBC.0100", "error_msg": "Invalid parameter."}', "failed: http error"),
+        (200, b'{"error_code": "CBC.0999", "error_msg": "Other errors."}', "failed: api error"),
+    ],
+)  # fmt: skip
+def test_huawei_error_answers_fail_clearly(
+    engine: Engine, settings: Settings, server: ReplayServer, status: int, body: bytes, label: str
+) -> None:
+    server.route(huawei.PATH, Reply(body, status=status, content_type="application/json"))
+    before = catalog_state(engine, "huawei")
+    report = crawl_source(engine, configure(settings, server, "huawei"), "huawei")
+    assert report.label.startswith(label), report.label
+    assert catalog_state(engine, "huawei") == before
+
+
+def test_a_missing_huawei_project_id_skips_the_crawl(
+    engine: Engine, settings: Settings, server: ReplayServer
+) -> None:
+    replay("huawei").serve(server)
+    config = configure(settings, server, "huawei", huawei_project_id=None)
+    report = crawl_source(engine, config, "huawei")
+    assert report.label == "skipped: no credential"
+    assert server.requests == []
 
 
 @pytest.mark.parametrize(
@@ -229,6 +343,26 @@ def test_alibaba_price_answer_nobody_asked_for_is_refused() -> None:
     plain = Settings(environment="test", _env_file=None)  # type: ignore[call-arg]
     report = crawl_source(None, plain, "alibaba", from_files=[price], dry_run=True)
     assert report.label == "failed: layout changed"
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ('"id": "cn-north-4/pi2.2xlarge.4"', '"id": "cn-north-4/../../etc"'),
+        ('"id": "cn-north-4/pi2.2xlarge.4"', '"id": "cn-north-4/pi2.8xlarge.4"'),
+        ('"id": "cn-north-4/pi2.2xlarge.4"', '"id": "cn-east-3/p3.16xlarge.8"'),
+        ('"currency": "CNY"', '"currency": "USD"'),
+        ('"official_website_amount": 8.46', '"official_website_amount": "8.46"'),
+        ('"official_website_amount": 8.46', '"official_website_amount": true'),
+        ('"measure_id": 1,\n      "discount_rating_results": []', '"measure_id": 3,\n      "discount_rating_results": []'),
+        ('"product_rating_results": [', '"product_rating_results": "none", "x": ['),
+    ],
+)  # fmt: skip
+def test_huawei_hostile_answers_fail_with_a_reason(tmp_path: Path, old: str, new: str) -> None:
+    path = _edited(tmp_path, "huawei", "ratings-cn-north-4.json", old, new)
+    plain = Settings(environment="test", _env_file=None)  # type: ignore[call-arg]
+    report = crawl_source(None, plain, "huawei", from_files=[path], dry_run=True)
+    assert report.label == "failed: layout changed", report.label
 
 
 @pytest.mark.parametrize(
@@ -309,10 +443,10 @@ def _cny_rate(engine: Engine) -> tuple[Decimal, date]:
 def test_cny_prices_are_stored_as_quoted_and_converted_exactly(
     engine: Engine, settings: Settings
 ) -> None:
-    _seed(engine, settings, "alibaba", "tencent", "aws-china")
+    _seed(engine, settings, "alibaba", "tencent", "aws-china", "huawei")
     rate, day = _cny_rate(engine)
     assert rate > 0
-    for source in ("alibaba", "tencent", "aws-china"):
+    for source in ("alibaba", "tencent", "aws-china", "huawei"):
         rows = _stored(engine, source)
         assert rows, source
         for row in rows.values():
@@ -337,10 +471,17 @@ def test_cny_prices_are_stored_as_quoted_and_converted_exactly(
     aws = _stored(engine, "aws-china")
     assert aws[("p3.2xlarge", "cn-north-1", "on_demand")]["amount"] == Decimal("25.552")
     assert {r[1] for r in aws} == {"cn-north-1", "cn-northwest-1"}
+    hw = _stored(engine, "huawei")
+    assert len(hw) == sum(len(f) for f in huawei.REGION_FLAVORS.values())
+    # the list price (official_website_amount), not the account's discounted amount
+    assert hw[("p2v.2xlarge.8", "cn-north-4", "on_demand")]["amount"] == Decimal("19.55")
+    assert hw[("p3.16xlarge.8", "cn-north-4", "on_demand")]["gpu_count"] == 8
+    assert hw[("pi2.2xlarge.4", "ap-southeast-1", "on_demand")]["country"] == "HK"
+    assert {r["gpu_slug"] for r in hw.values()} >= {"nvidia-t4-16gb", "nvidia-v100-sxm2-16gb"}
 
 
 def test_each_price_says_whether_it_includes_tax(engine: Engine, settings: Settings) -> None:
-    _seed(engine, settings, "alibaba", "aws-china", "lambda")
+    _seed(engine, settings, "alibaba", "aws-china", "lambda", "huawei")
     with engine.connect() as conn:
         flags = dict(
             conn.execute(
@@ -349,7 +490,8 @@ def test_each_price_says_whether_it_includes_tax(engine: Engine, settings: Setti
                 )
             ).all()
         )
-    assert flags == {"alibaba": True, "aws-china": False, "lambda": None}
+    # no source read says whether Huawei's list prices include VAT
+    assert flags == {"alibaba": True, "aws-china": False, "lambda": None, "huawei": None}
 
 
 def test_chinese_regions_map_to_provinces_and_hong_kong_to_hk(engine: Engine) -> None:
@@ -368,9 +510,16 @@ def test_chinese_regions_map_to_provinces_and_hong_kong_to_hk(engine: Engine) ->
     assert places[("aws", "cn-northwest-1")] == ("Ningxia", "CN")
     assert places[("alibaba", "cn-hongkong")] == (None, "HK")
     assert places[("tencent", "ap-hongkong")] == (None, "HK")
+    assert places[("huawei", "cn-south-1")] == ("Guangdong", "CN")
+    assert places[("huawei", "ap-southeast-1")] == (None, "HK")
     mainland = [k for k, (_, country) in places.items() if country == "CN"]
     assert mainland and all(places[k][0] for k in mainland)
-    for name, regions in (("alibaba", alibaba.REGIONS), ("tencent", tencent.REGIONS)):
+    sources = (
+        ("alibaba", alibaba.REGIONS),
+        ("tencent", tencent.REGIONS),
+        ("huawei", huawei.REGIONS),
+    )
+    for name, regions in sources:
         assert all((name, code) in places for code in regions)
 
 

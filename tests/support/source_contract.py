@@ -27,6 +27,8 @@ from crawlers.providers.aws_china import CHINA_INDEX_PATH
 from crawlers.providers.azure import SERIES, first_page_url
 from crawlers.providers.cudo import machine_types_url
 from crawlers.providers.gcp import skus_url
+from crawlers.providers.huawei import PATH as HUAWEI_PATH
+from crawlers.providers.huawei import HuaweiEcs
 from crawlers.providers.tencent import TencentCvm
 from crawlers.providers.vultr import plans_url
 from crawlers.registry import all_sources
@@ -121,6 +123,13 @@ WIRES: dict[str, Wire] = {
         routes=tuple(("/", f) for f in TencentCvm.seed_fixtures),
         rename=(('"InstanceTypeQuotaSet"', '"InstanceTypeSet"'),),
         empty=b'{"Response": {"InstanceTypeQuotaSet": [], "RequestId": "E"}}',
+    ),
+    # signed POSTs of the price API, one a region, all to one path: answers in fetch order
+    "huawei": Wire(
+        routes=tuple((HUAWEI_PATH, f) for f in HuaweiEcs.seed_fixtures),
+        rename=(('"product_rating_results"', '"rating_results"'),),
+        empty=b'{"amount": 0, "official_website_amount": 0, "measure_id": 1, "currency": "CNY", '
+        b'"product_rating_results": []}',
     ),
     "azure": Wire(
         routes=_azure_routes(),
@@ -342,6 +351,7 @@ def catalog_state(engine: Engine, name: str) -> tuple[dict[int, dict[str, Any]],
 def configure(settings: Settings, server: ReplayServer, name: str, **extra: Any) -> Settings:
     credential = getattr(all_sources()[name], "credential", None)
     key_id = getattr(all_sources()[name], "credential_id", None)
+    options = getattr(all_sources()[name], "credential_options", ())
     update: dict[str, Any] = {
         "source_base_urls": {name: server.url},
         "http_max_retries": RETRIES,
@@ -350,6 +360,7 @@ def configure(settings: Settings, server: ReplayServer, name: str, **extra: Any)
         "crawl_timeout_seconds": 60.0,
         **({credential: "test-key"} if credential else {}),
         **({key_id: "test-key-id"} if key_id else {}),
+        **{option: f"test-{option}" for option in options},
         **extra,
     }
     return settings.model_copy(update=update)
