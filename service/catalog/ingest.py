@@ -55,7 +55,7 @@ from service.catalog.unchanged import reference_digest, unmapped_list
 from service.catalog.validation import StreamValidator
 from service.catalog.writer import Writer, ensure_instance_types, ensure_providers
 from service.core.config import Settings
-from service.core.db import writer
+from service.core.db import write_cache, writer
 from service.core.gcpause import no_gc_pauses
 
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]
@@ -96,7 +96,7 @@ def ingest(
     with no_gc_pauses():
         batches = Batches(crawl.source, records, crawl.rejections, size=batch_size)
         try:
-            with writer(engine).begin() as conn:
+            with writer(engine).begin() as conn, write_cache(conn):
                 lock_writer(conn)
                 # taken under the lock: runs of a source finish in the order they wrote,
                 # which is the order an unchanged crawl reads them in (unchanged.py)
@@ -181,6 +181,7 @@ def _apply(context: _Context, batches: Batches) -> _Applied | None:
     for records, keys in batches:
         if validator.late:
             continue  # applied again; the rest is read for the offers to leave out
+        resolver.trim()
         diff = diff_offers(records, keys, current, resolver, None)
         for old, record, _, _ in diff.changed:
             reason = price_out_of_band(old, record, factor)

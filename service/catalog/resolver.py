@@ -54,6 +54,20 @@ GLOBAL_REGIONS = frozenset({"global"})
 """Region code of a price that is the same everywhere the provider operates."""
 
 
+MEMO_ENTRIES = 50_000
+"""Entries a per-ingest memo keeps across batches (see :func:`trim_memos`)."""
+
+
+def trim_memos(*memos: dict[Any, Any]) -> None:
+    """Empty each memo that has grown past :data:`MEMO_ENTRIES`. The memos of an ingest
+    (fingerprints, cluster facts, derived prices, bound attributes) hold pure results:
+    emptied, they are computed again; kept whole, a crawl of a million distinct SKUs would
+    hold a million entries of each."""
+    for memo in memos:
+        if len(memo) > MEMO_ENTRIES:
+            memo.clear()
+
+
 class Resolver:
     """GPU slug and country of each record from reference data, with per-name caches;
     counts every unmapped name (invariant 6: unknown is recorded, never dropped)."""
@@ -73,6 +87,10 @@ class Resolver:
         """Fingerprint memo: attributes -> their digest. Exact: equal attributes have the
         same text (decimals are hashed in canonical form), and offers of one SKU share
         them, so a crawl hashes each SKU once."""
+
+    def trim(self) -> None:
+        """Between batches: bound the memos (the unmapped tallies are kept)."""
+        trim_memos(self._gpu, self._cluster, self.digests)
 
     def attributes(self, fields: Mapping[str, Any]) -> tuple[Any, ...]:
         """A record's SKU attributes (``fields`` is its ``__dict__``), in ATTRIBUTES order,

@@ -21,8 +21,11 @@ from service.catalog.diff import Diff
 from service.catalog.results import Rejection
 from service.catalog.validation import StreamValidator
 
-BATCH_SIZE = 10_000
-"""Records per batch: read, validated, diffed and written together."""
+BATCH_SIZE = 5_000
+"""Records per batch: read, validated, diffed and written together. At most three are
+held at once (one validated ahead, one being validated, one being written): 5,000
+records a batch keep a 200,000-offer ingest under 250 MB (docs/ingest.md, "Memory"),
+and cost no more time than 10,000 (docs/benchmarks.md)."""
 
 _END = object()
 
@@ -31,8 +34,8 @@ class Batches:
     """The valid records of a crawl with their keys, a batch at a time, in crawl order.
 
     A thread reads and validates the batches while the caller writes the ones before
-    (the database's work and much of the reading run without the GIL); at most two
-    validated batches wait. Iterate once; :meth:`close` stops the thread early."""
+    (the database's work and much of the reading run without the GIL); at most one
+    validated batch waits. Iterate once; :meth:`close` stops the thread early."""
 
     def __init__(
         self,
@@ -43,7 +46,7 @@ class Batches:
         size: int = BATCH_SIZE,
     ) -> None:
         self.validator = StreamValidator(source, upstream, protected)
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=2)
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=1)
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._run, args=(records, size), name="gpuatlas-validate", daemon=True

@@ -38,7 +38,7 @@ from service.catalog.columns import (
 from service.catalog.diff import Diff, key_of
 from service.catalog.fx import FxTable
 from service.catalog.refcheck import Load, foreign_keys_checked_per_load
-from service.catalog.resolver import Resolver
+from service.catalog.resolver import Resolver, trim_memos
 from service.catalog.results import CrawlResult
 from service.core.units import gpu_hourly, instance_hourly, q
 
@@ -238,6 +238,7 @@ class Writer:
         conn = self.conn
         self.observations = []
         self._lazy_new_observations = None
+        trim_memos(self._prices, self._bases, self._bound)
         if self._next_offer is None:
             self._next_offer = (conn.execute(select(func.max(OFFER.c.id))).scalar() or 0) + 1
             self._held = (self._next_offer - 1, self._next_obs - 1)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.orm import Session
 
 
@@ -39,12 +39,42 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.execute("PRAGMA cache_size=-65536")  # 64 MiB page cache per connection
+    cursor.execute(f"PRAGMA cache_size=-{READ_CACHE_KIB}")
     # The temporary schema has a cache of its own, of a few pages unless set: an ingest's
     # staged rows (temp tables, looked up by key in its joins) were read back from the
     # temporary file one page at a time (220,000 reads of a 200,000-offer first ingest).
-    cursor.execute("PRAGMA temp.cache_size=-65536")
+    cursor.execute(f"PRAGMA temp.cache_size=-{READ_CACHE_KIB}")
     cursor.close()
+
+
+READ_CACHE_KIB = 65536
+"""SQLite page cache per connection (and its temporary schema's): 64 MiB, for reads."""
+WRITE_CACHE_KIB = 16384
+"""The page cache of an ingest's connection while it writes (see :func:`write_cache`): a
+large write fills any cache to its bound with pages it will not read again, and that
+memory counts against the ingest's bound (docs/ingest.md, "Memory")."""
+
+
+@contextmanager
+def write_cache(conn: Connection) -> Iterator[None]:
+    """``conn``'s SQLite page caches held to :data:`WRITE_CACHE_KIB` inside the block (a
+    smaller cache drops the pages past its bound), then given back their read size."""
+    if conn.dialect.name != "sqlite":
+        yield
+        return
+    _cache_size(conn, WRITE_CACHE_KIB)
+    try:
+        yield
+    except BaseException:
+        with suppress(DBAPIError):  # a broken connection is discarded by the pool anyway
+            _cache_size(conn, READ_CACHE_KIB)
+        raise
+    _cache_size(conn, READ_CACHE_KIB)
+
+
+def _cache_size(conn: Connection, kib: int) -> None:
+    for schema in ("main", "temp"):
+        conn.exec_driver_sql(f"PRAGMA {schema}.cache_size=-{kib}")
 
 
 def _sqlite_begin(conn: Any) -> None:

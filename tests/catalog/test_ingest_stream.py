@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy import Engine, select
 
 import service.catalog.ingest as ingest_module
+import service.catalog.resolver as resolver_module
 from schema.catalog import InstanceType
 from schema.crawl import CrawlRun, RejectedRecord, UnmappedName
 from service.catalog.ingest import ingest
@@ -53,6 +54,14 @@ def twin(db_url: str, sqlite_template: Path, tmp_path: Path) -> Iterator[Engine]
         twin = make_engine(url)
         yield twin
         twin.dispose()
+
+
+@pytest.fixture(autouse=True)
+def memos_emptied_every_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ingest's memos (fingerprints, cluster facts, prices, bound attributes) are
+    emptied between batches once they grow past a bound: here at every batch, so the
+    streamed catalog must come out the same without them."""
+    monkeypatch.setattr(resolver_module, "MEMO_ENTRIES", 0)
 
 
 def text(value: Any) -> Any:
