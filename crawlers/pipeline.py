@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from crawlers.normalize.reference import ReferenceIndex, reference_index
-from schema.records import OfferRecord, describe_validation_error
+from schema.records import OFFER_RECORDS, OfferRecord, describe_validation_error
 
 Step = Callable[[dict[str, Any], "SourceMeta", "PipelineStats", ReferenceIndex], dict[str, Any]]
 
@@ -102,6 +102,9 @@ def map_region(
 
 STEPS: tuple[Step, ...] = (stamp, map_gpu, map_region)
 
+VALIDATION_BATCH = 5_000
+"""Records :meth:`Pipeline.run` validates in one call."""
+
 
 class Pipeline:
     def __init__(self, meta: SourceMeta, reference: ReferenceIndex | None = None) -> None:
@@ -113,6 +116,27 @@ class Pipeline:
         """id(OfferRecord) -> index of the raw payload it came from, when known."""
 
     def process(self, raw: dict[str, Any]) -> OfferRecord | Rejected:
+        """One raw record through the steps and validation (a spider's item)."""
+        return self._validated(*self._prepared(raw))
+
+    def run(self, raws: Iterable[dict[str, Any]]) -> tuple[list[OfferRecord], list[Rejected]]:
+        """Every raw record, in order: the valid ones and the rejected ones. Records are
+        validated :data:`VALIDATION_BATCH` at a time by one pydantic-core call (a batch
+        holding an invalid record is validated again one by one, for each one's reason):
+        the same records and rejections as :meth:`process` one by one."""
+        records: list[OfferRecord] = []
+        rejected: list[Rejected] = []
+        batch: list[tuple[int, dict[str, Any], Any]] = []
+        for raw in raws:
+            batch.append(self._prepared(raw))
+            if len(batch) >= VALIDATION_BATCH:
+                self._validate_batch(batch, records, rejected)
+                batch = []
+        self._validate_batch(batch, records, rejected)
+        return records, rejected
+
+    def _prepared(self, raw: dict[str, Any]) -> tuple[int, dict[str, Any], Any]:
+        """The record's position, the record through the steps, and its payload index."""
         position = self._position
         self._position += 1
         self.stats.seen += 1
@@ -120,6 +144,11 @@ class Pipeline:
         payload = record.pop("_payload", None)
         for step in STEPS:
             record = step(record, self.meta, self.stats, self.reference)
+        return position, record, payload
+
+    def _validated(
+        self, position: int, record: dict[str, Any], payload: Any
+    ) -> OfferRecord | Rejected:
         try:
             offer = OfferRecord.model_validate(record)
         except ValidationError as exc:
@@ -127,15 +156,29 @@ class Pipeline:
             self.stats.rejected += 1
             self.stats.reasons[reason.split(":", 1)[0]] += 1
             return Rejected(position, reason, record)
+        self._accepted(offer, payload)
+        return offer
+
+    def _accepted(self, offer: OfferRecord, payload: Any) -> None:
         self.stats.valid += 1
         if isinstance(payload, int):
             self.payload_of[id(offer)] = payload
-        return offer
 
-    def run(self, raws: Iterable[dict[str, Any]]) -> tuple[list[OfferRecord], list[Rejected]]:
-        records: list[OfferRecord] = []
-        rejected: list[Rejected] = []
-        for raw in raws:
-            result = self.process(raw)
-            (rejected if isinstance(result, Rejected) else records).append(result)  # type: ignore[arg-type]
-        return records, rejected
+    def _validate_batch(
+        self,
+        batch: list[tuple[int, dict[str, Any], Any]],
+        records: list[OfferRecord],
+        rejected: list[Rejected],
+    ) -> None:
+        if not batch:
+            return
+        try:
+            offers = OFFER_RECORDS.validate_python([record for _, record, _ in batch])
+        except ValidationError:
+            for item in batch:
+                result = self._validated(*item)
+                (rejected if isinstance(result, Rejected) else records).append(result)  # type: ignore[arg-type]
+            return
+        for (_, _, payload), offer in zip(batch, offers, strict=True):
+            self._accepted(offer, payload)
+        records.extend(offers)

@@ -7,7 +7,6 @@ number is accepted only through its shortest text form, never as a binary float.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
@@ -18,6 +17,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
@@ -25,6 +25,7 @@ from pydantic import (
 
 from schema.codes import country_codes, currency_codes
 from schema.enums import Interconnect, Network, PriceKind, PricePer, Unit
+from schema.memo import per_text
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 SOURCE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,40}(:[a-z0-9][a-z0-9._-]{0,40})?$")
@@ -36,43 +37,14 @@ _PLAIN_DECIMAL = re.compile(r"[+-]?[0-9]*\.?[0-9]*")
 after its point."""
 
 
-MEMO_LIMIT = 1 << 16
-"""Entries per validator memo (see :func:`_memo`); a full memo starts again empty."""
-
-
-def _memo(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """``check`` (a pure validator of one value) remembering its result per exact ``str``
-    input: a crawl repeats a few hundred spellings (providers, regions, SKUs, amounts) over
-    hundreds of thousands of records. Errors are not remembered (they raise again), and
-    only plain ``str`` inputs are, so the answer is the one ``check`` would give."""
-    results: dict[str, Any] = {}
-
-    def remembered(value: Any) -> Any:
-        if type(value) is not str:
-            return check(value)
-        found = results.get(value, _MISSING)
-        if found is _MISSING:
-            found = check(value)
-            if len(results) >= MEMO_LIMIT:
-                results.clear()
-            results[value] = found
-        return found
-
-    remembered.__wrapped__ = check  # type: ignore[attr-defined]
-    return remembered
-
-
-_MISSING = object()
-
-
-@_memo
+@per_text
 def _clean_text(value: str) -> str:
     if _CONTROL_RE.search(value):
         raise ValueError("contains control or bidirectional-override characters")
     return value
 
 
-@_memo
+@per_text
 def _to_decimal(value: Any) -> Any:
     """A finite decimal of at most :data:`MAX_DECIMAL_PLACES` places, from a decimal string,
     an int, a Decimal, or a float through its shortest text form (never a boolean); any
@@ -121,21 +93,21 @@ Dec = Annotated[Decimal, BeforeValidator(_to_decimal)]
 Text = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_clean_text)]
 
 
-@_memo
+@per_text
 def _slug(value: str) -> str:
     if not SLUG_RE.match(value):
         raise ValueError("must be a lowercase slug (a-z, 0-9, '.', '_', '-')")
     return value
 
 
-@_memo
+@per_text
 def _source(value: str) -> str:
     if not SOURCE_RE.match(value):
         raise ValueError("must be a lowercase source name, optionally 'peer:provider'")
     return value
 
 
-@_memo
+@per_text
 def _country_code(value: str) -> str:
     code = value.upper()
     if code not in country_codes():
@@ -143,7 +115,7 @@ def _country_code(value: str) -> str:
     return code
 
 
-@_memo
+@per_text
 def _currency_code(value: str) -> str:
     code = value.upper()
     if code not in currency_codes():
@@ -264,6 +236,11 @@ class OfferRecord(BaseModel):
     def key(self) -> tuple[str, str, str, str, str]:
         """The identity of the price within its source."""
         return (self.provider, self.sku, self.region, self.price_kind, self.unit)
+
+
+OFFER_RECORDS: TypeAdapter[list[OfferRecord]] = TypeAdapter(list[OfferRecord])
+"""Many raw records validated in one call of pydantic-core: the same answer, record for
+record, as :meth:`OfferRecord.model_validate`, without a Python call per record."""
 
 
 def describe_validation_error(error: ValidationError) -> str:

@@ -59,6 +59,7 @@ from crawlers.base import (
     SourceError,
 )
 from crawlers.normalize.gpu_form import with_sku_form_factor
+from schema.memo import per_text
 from schema.names import gpu_alias_key
 
 log = logging.getLogger(__name__)
@@ -147,6 +148,7 @@ def read_csv(
         )
 
 
+@per_text
 def parse_decimal(text: object) -> Decimal | None:
     """A finite decimal from its text, or None (never through a binary float)."""
     if text is None or isinstance(text, bool):
@@ -167,6 +169,7 @@ def plain(number: Decimal) -> str:
     return "0" if text in ("-0", "") else text
 
 
+@per_text
 def amount_text(text: str) -> str:
     """A price as published, float noise past 6 decimal places rounded off.
 
@@ -182,6 +185,7 @@ def amount_text(text: str) -> str:
     return text.strip()
 
 
+@per_text
 def number_text(text: str | None) -> str | None:
     """A count or size (``8.0`` → ``8``); empty → None; non-numeric text unchanged."""
     if text is None or not text.strip():

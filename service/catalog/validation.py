@@ -18,15 +18,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
-from schema.records import OfferRecord, describe_validation_error
+from schema.records import OFFER_RECORDS, OfferRecord, describe_validation_error
 from service.catalog.columns import Key, join_key
 from service.catalog.results import Rejection, safe_excerpt
-
-_BATCH_OF_RECORDS: TypeAdapter[list[OfferRecord]] = TypeAdapter(list[OfferRecord])
-"""A whole batch of raw records validated in one call of pydantic-core (a batch with an
-invalid record is validated again record by record, for each one's position and reason)."""
 
 
 @dataclass
@@ -182,7 +178,7 @@ def _validated(items: Sequence[Any]) -> list[OfferRecord | None]:
     if not raw:
         return out
     try:
-        records = _BATCH_OF_RECORDS.validate_python([items[index] for index in raw])
+        records = OFFER_RECORDS.validate_python([items[index] for index in raw])
     except ValidationError:
         for index in raw:
             out[index] = None

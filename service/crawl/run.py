@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
@@ -161,8 +161,16 @@ def parse_records(
     )
     pipeline = Pipeline(meta)
     with no_gc_pauses():  # 200,000 records validate in 3.1 s instead of 4.9 s
-        records, rejected = pipeline.run(output.records)
+        records, rejected = pipeline.run(_drained(output.records))
     return pipeline, records, rejected
+
+
+def _drained(items: list[Any]) -> Iterator[Any]:
+    """Each of ``items`` in order, let go of as it is handed on: a crawl's raw records are
+    read once, and a large crawl need not hold them beside the records made of them."""
+    items.reverse()
+    while items:
+        yield items.pop()
 
 
 def crawl_source(
