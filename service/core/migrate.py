@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, inspect
 
 from service.core.config import MIGRATIONS_DIR
 from service.core.db import normalize_url
@@ -23,7 +22,3 @@ def upgrade(database_url: str, revision: str = "head") -> None:
 
 def downgrade(database_url: str, revision: str = "base") -> None:
     command.downgrade(alembic_config(database_url), revision)
-
-
-def is_migrated(engine: Engine) -> bool:
-    return inspect(engine).has_table("alembic_version")
