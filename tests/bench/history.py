@@ -29,7 +29,10 @@ indexes: SQLite ``dbstat``, PostgreSQL ``pg_total_relation_size``), the build ti
 the plans of each kind's slowest statement. GPUATLAS_BENCH_HISTORY_SECONDS: seconds per
 measurement (default 3). GPUATLAS_BENCH_HISTORY_BACKENDS: sqlite,postgresql (default both;
 PostgreSQL only with GPUATLAS_TEST_POSTGRES_URL, in a fresh database dropped after).
-GPUATLAS_BENCH_HISTORY_KEEP=path: build the SQLite file there and keep it.
+The SQLite catalog is kept between runs in the temp folder (a file named after the
+sizes; GPUATLAS_BENCH_HISTORY_KEEP=path: that file instead): a run copies it, migrates
+the copy to the head and measures that (delete the file to rebuild; its versions' times
+are those of its build, so "a month back" drifts by the file's age).
 
 Quick run: ``GPUATLAS_BENCH_HISTORY_OFFERS=20000 GPUATLAS_BENCH_HISTORY_OBSERVATIONS=500000
 .venv/bin/python -m tests.bench.history``. Asserts nothing about time.
@@ -40,6 +43,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import shutil
 import statistics
 import tempfile
 import time
@@ -60,6 +64,8 @@ from service.alerts.listeners import install
 from service.catalog.bulk import bulk_insert
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult
+from service.core.db import make_engine
+from service.core.migrate import upgrade
 from service.query.filters import ComplianceSets, OfferFilters
 from service.query.history import history_buckets, offer_history
 from service.query.offers import list_offers
@@ -79,6 +85,21 @@ BACKENDS = {
 }
 SOURCE = "bench"
 LISTING = OfferFilters(gpu="h100", not_country=("US",), min_gpus=Decimal(2), price_kind="on_demand")
+
+
+def reuse(url: str) -> dict[str, Any]:
+    """A kept catalog (see the module docstring), migrated to the head."""
+    began = time.perf_counter()
+    upgrade(url)
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        latest = current_version(conn)
+        observations = conn.execute(text("SELECT count(*) FROM price_observation")).scalar()
+    print(
+        f"  catalog: kept, {N:,} offers, {latest:,} versions, {observations:,} observations; "
+        f"migrated in {time.perf_counter() - began:.0f} s"
+    )
+    return {"engine": engine, "latest": latest, "observations": observations, "build_s": 0.0}
 
 
 def build(url: str) -> dict[str, Any]:
@@ -410,9 +431,13 @@ def export_rate(engine: Engine, version: int | None) -> float:
     return (lines - 1) / (time.perf_counter() - t0)
 
 
-def run_backend(name: str, url: str) -> None:
+def run_backend(name: str, url: str, kept: bool = False, keep_to: Path | None = None) -> None:
     print(f"\n[{name}]")
-    built = build(url)
+    built = reuse(url) if kept else build(url)
+    if keep_to is not None:  # the built file, whole (its WAL folded in), for the next runs
+        with built["engine"].connect() as conn:
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        shutil.copyfile(url.removeprefix("sqlite:///"), keep_to)
     engine: Engine = built["engine"]
     latest: int = built["latest"]
     rng = random.Random(20)
@@ -490,12 +515,16 @@ def run_backend(name: str, url: str) -> None:
 def main() -> None:
     install()  # the first ingest writes its alert events, as the CLI's does
     if "sqlite" in BACKENDS:
-        if KEEP:
-            Path(KEEP).unlink(missing_ok=True)
-            run_backend("sqlite", f"sqlite:///{KEEP}")
-        else:
-            with tempfile.TemporaryDirectory() as tmp:
-                run_backend("sqlite", f"sqlite:///{Path(tmp) / 'history.db'}")
+        sizes = f"{N}-{OBSERVATIONS}-{CHANGES}-{HOT}"
+        kept = Path(KEEP or Path(tempfile.gettempdir()) / f"gpuatlas-bench-history-{sizes}.db")
+        with tempfile.TemporaryDirectory(dir=kept.parent) as tmp:
+            path = Path(tmp) / "history.db"
+            if kept.exists():
+                print(f"  the kept {kept} (delete it to rebuild)")
+                shutil.copyfile(kept, path)
+                run_backend("sqlite", f"sqlite:///{path}", kept=True)
+            else:
+                run_backend("sqlite", f"sqlite:///{path}", keep_to=kept)
     pg = os.environ.get("GPUATLAS_TEST_POSTGRES_URL")
     if pg and "postgresql" in BACKENDS:
         from service.core.db import normalize_url
