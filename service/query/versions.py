@@ -101,15 +101,17 @@ def diff_versions(
     ids = ids[:limit]
     if not ids:
         return [], None
-    page = OBS.c.offer_id.in_(ids)
-    at_high = select(*CHANGE_OBS_COLUMNS).where(
-        opened, page, or_(OBS.c.version_to.is_(None), OBS.c.version_to > high)
+    # the page's offers are every touched offer in (after_offer, ids[-1]]: a bound on the
+    # offer id, kept off the offer index (``+ 0``), so each read walks its version range
+    # (SQLite, without statistics, would otherwise probe the offer index per offer and read
+    # a busy offer's every row opened before ``low``)
+    in_page = and_((OBS.c.offer_id + 0) > after_offer, (OBS.c.offer_id + 0) <= ids[-1])
+    at_high = _changed_rows(
+        conn, and_(opened, in_page, or_(OBS.c.version_to.is_(None), OBS.c.version_to > high))
     )
-    at_low = select(*CHANGE_OBS_COLUMNS).where(closed, page, OBS.c.version_from <= low)
-    rows_high = {r["offer_id"]: dict(r) for r in conn.execute(at_high).mappings()}
-    rows_low = {r["offer_id"]: dict(r) for r in conn.execute(at_low).mappings()}
-    before, after_ = (rows_low, rows_high) if old <= new else (rows_high, rows_low)
-    offers = _offers_by_id(conn, ids)
+    at_low = _changed_rows(conn, and_(closed, in_page, OBS.c.version_from <= low))
+    before, after_ = (at_low, at_high) if old <= new else (at_high, at_low)
+    offers = {**at_low, **at_high}
     changes = []
     for offer_id in ids:
         a, b = before.get(offer_id), after_.get(offer_id)
@@ -119,14 +121,36 @@ def diff_versions(
             kind = "added"
         elif b is None:
             kind = "withdrawn"
-        elif (a["amount"], a["currency"]) != (b["amount"], b["currency"]):
+        elif (a[1]["amount"], a[1]["currency"]) != (b[1]["amount"], b[1]["currency"]):
             kind = "changed"
         else:
             continue
         changes.append(
-            {"kind": kind, "offer": offers[offer_id], "old": _price(a), "new": _price(b)}
+            {
+                "kind": kind,
+                "offer": offers[offer_id][0],
+                "old": None if a is None else a[1],
+                "new": None if b is None else b[1],
+            }
         )
     return changes, (ids[-1] if more else None)
+
+
+def _changed_rows(conn: Connection, where: Any) -> dict[int, tuple[dict[str, Any], dict[str, Any]]]:
+    """Per offer: its public columns and the price of the one observation ``where`` finds."""
+    stmt = (
+        select(*CHANGE_OFFER_COLUMNS, OBS.c.amount, OBS.c.currency, OBS.c.gpu_hour_usd)
+        .select_from(OBS.join(OFFER, OFFER.c.id == OBS.c.offer_id))
+        .where(where)
+    )
+    keys = [c.key for c in CHANGE_OFFER_COLUMNS]
+    width = len(keys)
+    out = {}
+    for row in conn.execute(stmt):
+        price = {"amount": row[width], "currency": row[width + 1]}
+        price["price_per_gpu_hour_usd"] = row[width + 2]
+        out[row[0]] = (dict(zip(keys, row[:width], strict=True)), price)
+    return out
 
 
 def change_feed(
