@@ -65,12 +65,16 @@ def history(
     """An offer's price history, oldest first, with provenance, and a chart under it."""
     from schema.types import utcnow
     from service.query.history import Resolution as BucketSize
-    from service.query.history import history_buckets, offer_history
+    from service.query.history import offer_buckets, offer_history
     from service.query.sql import NotFound
 
+    bucket: BucketSize = "week" if resolution is Resolution.week else "day"
     with engine().connect() as conn:
         try:
-            rows = offer_history(conn, offer_id)
+            if resolution is Resolution.raw:
+                rows = offer_history(conn, offer_id)
+            else:
+                rows = offer_buckets(conn, offer_id, bucket, None, utcnow())
         except NotFound as exc:
             raise CliError(str(exc)) from None
     if resolution is Resolution.raw:
@@ -89,8 +93,6 @@ def history(
         price = "amount"
         when = "valid_from"
     else:
-        bucket: BucketSize = "week" if resolution is Resolution.week else "day"
-        rows = history_buckets(rows, bucket, None, utcnow())
         columns = [
             "start",
             "currency",

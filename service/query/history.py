@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 from typing import Any, Literal
 
-from sqlalchemy import Connection, or_, select
+from sqlalchemy import Connection, Date, DateTime, String, case, cast, func, literal, or_, select
+from sqlalchemy.sql.elements import ColumnElement
 
 from service.query.sql import OBS, OFFER, NotFound
 
@@ -32,18 +34,29 @@ def offer_history(
     conn: Connection, offer_id: int, start: datetime | None = None, end: datetime | None = None
 ) -> list[dict[str, Any]]:
     """Every observation of an offer overlapping [start, end], oldest first."""
-    exists_stmt = select(OFFER.c.id).where(OFFER.c.id == offer_id)
-    if conn.execute(exists_stmt).first() is None:
-        raise NotFound(f"offer {offer_id} does not exist")
-    stmt = select(*HISTORY_COLUMNS).where(OBS.c.offer_id == offer_id)
-    if start is not None:
-        stmt = stmt.where(or_(OBS.c.valid_to.is_(None), OBS.c.valid_to > start))
-    if end is not None:
-        stmt = stmt.where(OBS.c.valid_from <= end)
+    _must_exist(conn, offer_id)
+    stmt = select(*HISTORY_COLUMNS).where(*_overlapping(offer_id, start, end))
     stmt = stmt.order_by(OBS.c.valid_from, OBS.c.id)
     result = conn.execute(stmt)
     keys = tuple(result.keys())  # zip, not dict(RowMapping): a busy offer has 10^4 rows
     return [dict(zip(keys, row, strict=True)) for row in result]
+
+
+def _must_exist(conn: Connection, offer_id: int) -> None:
+    exists_stmt = select(OFFER.c.id).where(OFFER.c.id == offer_id)
+    if conn.execute(exists_stmt).first() is None:
+        raise NotFound(f"offer {offer_id} does not exist")
+
+
+def _overlapping(
+    offer_id: int, start: datetime | None, end: datetime | None
+) -> list[ColumnElement[bool]]:
+    where = [OBS.c.offer_id == offer_id]
+    if start is not None:
+        where.append(or_(OBS.c.valid_to.is_(None), OBS.c.valid_to > start))
+    if end is not None:
+        where.append(OBS.c.valid_from <= end)
+    return where
 
 
 Resolution = Literal["day", "week"]
@@ -57,57 +70,170 @@ def bucket_start(when: datetime, resolution: Resolution) -> datetime:
     return day
 
 
-def history_buckets(
-    observations: Sequence[dict[str, Any]],
+# --- buckets: min / max / last price per UTC day or ISO week ------------------------------
+
+
+@dataclass
+class _Group:
+    """Observations of one bucket with one price (or the bucket's last observation)."""
+
+    amount: Decimal
+    currency: str
+    usd: Decimal | None
+    count: int
+    last: bool  # the bucket's last observation (by valid_from, id) is in this group
+    last_to: datetime | None  # that observation's valid_to
+
+
+def offer_buckets(
+    conn: Connection,
+    offer_id: int,
     resolution: Resolution,
     start: datetime | None,
     end: datetime,
 ) -> list[dict[str, Any]]:
-    """min / max / last price (quoted and USD per GPU-hour) per UTC day or ISO week.
+    """min / max / last price (quoted and USD per GPU-hour) per UTC day or ISO week of the
+    observations overlapping [start, end], oldest bucket first.
 
     A bucket covers [bucket_start, next bucket_start); an observation counts in every bucket
     its [valid_from, valid_to) overlaps. ``last`` is the price in force at the bucket's end
     (or at ``end`` for the bucket containing it). Buckets where no price was in force are
-    omitted.
+    omitted; at most ``MAX_BUCKETS``.
+
+    The database groups the observations: one statement returns, per bucket they start
+    in, one row per distinct price (amount, currency, USD per GPU-hour) with its count,
+    and the bucket's last observation (by ``valid_from``, ``id``) flagged with its
+    ``valid_to``: a few rows per bucket instead of every observation (a price that moves
+    every hour has 24 a day). Decimals are compared here, exactly (SQLite keeps them as
+    text). An offer's observations cover disjoint times, so the only one in force in a
+    bucket that started before it is the last one of an earlier bucket, carried while its
+    ``valid_to`` is after the bucket's start. (``tests/query/test_history_buckets.py``
+    holds it to the walk over every observation that it replaced.)
     """
-    if not observations:
+    _must_exist(conn, offer_id)
+    groups = _bucket_groups(conn, offer_id, resolution, start, end)
+    if not groups:
         return []
     step = timedelta(days=7 if resolution == "week" else 1)
-    first = start if start is not None else observations[0]["valid_from"]
-    cursor = bucket_start(max(first, observations[0]["valid_from"]), resolution)
+    cursor = min(groups)
+    if start is not None and bucket_start(start, resolution) > cursor:
+        cursor = bucket_start(start, resolution)
+        _fold_into_first(groups, cursor)
+    keys = sorted(groups)
     out: list[dict[str, Any]] = []
+    carry: _Group | None = None  # the last observation of an earlier bucket
     index = 0
     while cursor <= end and len(out) < MAX_BUCKETS:
-        stop = cursor + step
-        while index < len(observations) and _ends_before(observations[index], cursor):
+        if carry is not None and carry.last_to is not None and carry.last_to <= cursor:
+            carry = None
+        while index < len(keys) and keys[index] < cursor:
             index += 1
-        inside = []
-        for obs in observations[index:]:
-            if obs["valid_from"] >= stop or obs["valid_from"] > end:
+        here = groups.get(cursor, [])
+        if carry is None and not here:  # nothing in force: on to the next bucket with starts
+            if index == len(keys):
                 break
-            if not _ends_before(obs, cursor):
-                inside.append(obs)
-        if inside:
-            amounts = [o["amount"] for o in inside]
-            usd = [o["gpu_hour_usd"] for o in inside if o["gpu_hour_usd"] is not None]
-            last = inside[-1]
-            out.append(
-                {
-                    "start": cursor,
-                    "end": stop,
-                    "currency": last["currency"],
-                    "min": min(amounts),
-                    "max": max(amounts),
-                    "last": last["amount"],
-                    "min_price_per_gpu_hour_usd": min(usd) if usd else None,
-                    "max_price_per_gpu_hour_usd": max(usd) if usd else None,
-                    "last_price_per_gpu_hour_usd": last["gpu_hour_usd"],
-                    "observations": len(inside),
-                }
-            )
-        cursor = stop
+            cursor = keys[index]
+            continue
+        inside = ([carry] if carry is not None else []) + here
+        out.append(_bucket(cursor, cursor + step, inside))
+        last = next((g for g in reversed(here) if g.last), None)
+        if last is not None:
+            carry = _Group(last.amount, last.currency, last.usd, 1, True, last.last_to)
+        cursor += step
     return out
 
 
-def _ends_before(observation: dict[str, Any], when: datetime) -> bool:
-    return observation["valid_to"] is not None and observation["valid_to"] <= when
+def _fold_into_first(groups: dict[datetime, list[_Group]], first: datetime) -> None:
+    """Observations started before the first bucket overlap ``start`` (the statement's
+    condition), so they count in the first bucket; the last of them is the latest earlier
+    bucket's last."""
+    earlier = sorted(b for b in groups if b < first)
+    folded = []
+    for b in earlier:
+        for group in groups.pop(b):
+            group.last = group.last and b == earlier[-1]
+            folded.append(group)
+    groups[first] = folded + groups.get(first, [])
+
+
+def _bucket(start: datetime, stop: datetime, inside: list[_Group]) -> dict[str, Any]:
+    amounts = [g.amount for g in inside]
+    usd = [g.usd for g in inside if g.usd is not None]
+    last = [g for g in inside if g.last][-1]
+    return {
+        "start": start,
+        "end": stop,
+        "currency": last.currency,
+        "min": min(amounts),
+        "max": max(amounts),
+        "last": last.amount,
+        "min_price_per_gpu_hour_usd": min(usd) if usd else None,
+        "max_price_per_gpu_hour_usd": max(usd) if usd else None,
+        "last_price_per_gpu_hour_usd": last.usd,
+        "observations": sum(g.count for g in inside),
+    }
+
+
+def _bucket_groups(
+    conn: Connection,
+    offer_id: int,
+    resolution: Resolution,
+    start: datetime | None,
+    end: datetime,
+) -> dict[datetime, list[_Group]]:
+    """Per bucket (by ``valid_from``): its observations grouped by price, the last flagged.
+
+    An observation of no length at a bucket's very start (``valid_to`` = ``valid_from`` =
+    midnight) overlaps no bucket: it is left out."""
+    bucket = _bucket_of(conn.dialect.name, resolution)
+    rank = func.row_number().over(
+        partition_by=bucket, order_by=(OBS.c.valid_from.desc(), OBS.c.id.desc())
+    )
+    rows = (
+        select(
+            bucket.label("b"),
+            OBS.c.amount,
+            OBS.c.currency,
+            OBS.c.gpu_hour_usd,
+            OBS.c.valid_to,
+            rank.label("rank"),
+        )
+        .where(
+            *_overlapping(offer_id, start, end),
+            or_(OBS.c.valid_to.is_(None), OBS.c.valid_to > _start_of(conn.dialect.name, bucket)),
+        )
+        .subquery()
+    )
+    last = case((rows.c.rank == 1, literal(1)), else_=literal(0))
+    last_to = case((rows.c.rank == 1, rows.c.valid_to))
+    keys = (rows.c.b, rows.c.amount, rows.c.currency, rows.c.gpu_hour_usd, last, last_to)
+    stmt = select(*keys, func.count()).group_by(*keys)
+    groups: dict[datetime, list[_Group]] = {}
+    for b, amount, currency, usd, is_last, valid_to, count in conn.execute(stmt):
+        day = b if isinstance(b, date) else date.fromisoformat(b)
+        when = datetime(day.year, day.month, day.day, tzinfo=UTC)
+        groups.setdefault(when, []).append(
+            _Group(amount, currency, usd, int(count), bool(is_last), valid_to)
+        )
+    return groups
+
+
+def _bucket_of(dialect: str, resolution: Resolution) -> ColumnElement[Any]:
+    """The UTC day (or the Monday of the ISO week) of ``valid_from``, as a date (PostgreSQL)
+    or ISO text (SQLite, whose timestamps are naive UTC text)."""
+    if dialect == "postgresql":
+        utc = func.timezone("UTC", OBS.c.valid_from)
+        return cast(func.date_trunc(resolution, utc), Date)
+    # the text's date, not date(valid_from): SQLite's date functions round to milliseconds,
+    # so 23:59:59.9995 would be the next day
+    day = func.substr(OBS.c.valid_from, 1, 10)
+    if resolution == "week":  # back six days, then on to the next Monday (or this one)
+        return cast(func.date(day, "-6 days", "weekday 1"), String)
+    return cast(day, String)
+
+
+def _start_of(dialect: str, bucket: ColumnElement[Any]) -> ColumnElement[Any]:
+    """The bucket's first instant, comparable with ``valid_to``."""
+    if dialect == "postgresql":
+        return func.timezone("UTC", cast(bucket, DateTime))
+    return bucket.concat(" 00:00:00.000000")

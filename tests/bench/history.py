@@ -67,7 +67,7 @@ from service.catalog.results import CrawlResult
 from service.core.db import make_engine
 from service.core.migrate import upgrade
 from service.query.filters import ComplianceSets, OfferFilters
-from service.query.history import history_buckets, offer_history
+from service.query.history import offer_buckets, offer_history
 from service.query.offers import list_offers
 from service.query.sql import OBS, OFFER, RUN, VERSION
 from service.query.versions import change_feed, current_version, diff_versions, version_at
@@ -456,9 +456,7 @@ def run_backend(name: str, url: str, kept: bool = False, keep_to: Path | None = 
         year = utcnow() - timedelta(days=365)
 
         def day(offer_id: int) -> Callable[[], Any]:
-            return lambda: history_buckets(
-                offer_history(conn, offer_id, year), "day", year, utcnow()
-            )
+            return lambda: offer_buckets(conn, offer_id, "day", year, utcnow())
 
         pairs = [rng.randrange(3, latest + 1) for _ in range(200)]
         kinds: dict[str, list[Callable[[], Any]]] = {

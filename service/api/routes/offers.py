@@ -20,7 +20,7 @@ from service.api.serialize import dumps, observation_public, offer_json
 from service.catalog.fx import FxTable
 from service.core.units import q
 from service.query.facts import offer_context
-from service.query.history import history_buckets
+from service.query.history import offer_buckets
 from service.query.history import offer_history as query_history
 from service.query.offers import After, also_from, get_offer, list_offers
 from service.query.sql import SORT_KEYS, NotFound
@@ -220,12 +220,11 @@ def offer_history(
     if start is not None and end is not None and end < start:
         raise invalid("to", "before from")
     try:
-        rows = query_history(conn, offer_id, start, end)
+        if resolution == "raw":
+            return [observation_public(r) for r in query_history(conn, offer_id, start, end)]
+        buckets = offer_buckets(conn, offer_id, resolution, start, end or utcnow())
     except NotFound as exc:
         raise Problem(404, "Not found", str(exc)) from None
     except OverflowError:
         raise invalid("from", "out of range") from None
-    if resolution == "raw":
-        return [observation_public(r) for r in rows]
-    buckets = history_buckets(rows, resolution, start, end or utcnow())
     return HistoryPage(offer_id=offer_id, resolution=resolution, data=buckets)  # type: ignore[arg-type]
