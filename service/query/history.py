@@ -5,9 +5,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from functools import cache
 from typing import Any, Literal
 
-from sqlalchemy import Connection, Date, DateTime, String, case, cast, func, literal, or_, select
+from sqlalchemy import (
+    Connection,
+    Date,
+    DateTime,
+    Select,
+    String,
+    bindparam,
+    case,
+    cast,
+    func,
+    literal,
+    or_,
+    select,
+)
 from sqlalchemy.sql.elements import ColumnElement
 
 from service.query.sql import OBS, OFFER, NotFound
@@ -134,8 +148,10 @@ def offer_buckets(
                 break
             cursor = keys[index]
             continue
-        inside = ([carry] if carry is not None else []) + here
-        out.append(_bucket(cursor, cursor + step, inside))
+        if not here and carry is not None:
+            out.append(_held(cursor, step, carry))
+        else:
+            out.append(_bucket(cursor, cursor + step, ([carry] if carry else []) + here))
         last = next((g for g in reversed(here) if g.last), None)
         if last is not None:
             carry = _Group(last.amount, last.currency, last.usd, 1, True, last.last_to)
@@ -154,6 +170,22 @@ def _fold_into_first(groups: dict[datetime, list[_Group]], first: datetime) -> N
             group.last = group.last and b == earlier[-1]
             folded.append(group)
     groups[first] = folded + groups.get(first, [])
+
+
+def _held(start: datetime, step: timedelta, carry: _Group) -> dict[str, Any]:
+    """A bucket where one price held throughout (most buckets of most offers)."""
+    return {
+        "start": start,
+        "end": start + step,
+        "currency": carry.currency,
+        "min": carry.amount,
+        "max": carry.amount,
+        "last": carry.amount,
+        "min_price_per_gpu_hour_usd": carry.usd,
+        "max_price_per_gpu_hour_usd": carry.usd,
+        "last_price_per_gpu_hour_usd": carry.usd,
+        "observations": 1,
+    }
 
 
 def _bucket(start: datetime, stop: datetime, inside: list[_Group]) -> dict[str, Any]:
@@ -185,10 +217,34 @@ def _bucket_groups(
 
     An observation of no length at a bucket's very start (``valid_to`` = ``valid_from`` =
     midnight) overlaps no bucket: it is left out."""
-    bucket = _bucket_of(conn.dialect.name, resolution)
+    stmt = _groups_statement(conn.dialect.name, resolution, start is not None)
+    params = {"offer_id": offer_id, "start": start, "end": end}
+    groups: dict[datetime, list[_Group]] = {}
+    for b, amount, currency, usd, is_last, valid_to, count in conn.execute(stmt, params):
+        day = b if isinstance(b, date) else date.fromisoformat(b)
+        when = datetime(day.year, day.month, day.day, tzinfo=UTC)
+        groups.setdefault(when, []).append(
+            _Group(amount, currency, usd, int(count), bool(is_last), valid_to)
+        )
+    return groups
+
+
+@cache
+def _groups_statement(dialect: str, resolution: Resolution, from_start: bool) -> Select[Any]:
+    """The statement of :func:`_bucket_groups`, built once (a typical offer's whole read
+    costs less than building it), with parameters ``offer_id``, ``start`` and ``end``."""
+    bucket = _bucket_of(dialect, resolution)
     rank = func.row_number().over(
         partition_by=bucket, order_by=(OBS.c.valid_from.desc(), OBS.c.id.desc())
     )
+    where = [
+        OBS.c.offer_id == bindparam("offer_id"),
+        OBS.c.valid_from <= bindparam("end", type_=OBS.c.valid_from.type),
+        or_(OBS.c.valid_to.is_(None), OBS.c.valid_to > _start_of(dialect, bucket)),
+    ]
+    if from_start:  # as offer_history: overlapping [start, end]
+        after = bindparam("start", type_=OBS.c.valid_to.type)
+        where.append(or_(OBS.c.valid_to.is_(None), OBS.c.valid_to > after))
     rows = (
         select(
             bucket.label("b"),
@@ -198,24 +254,13 @@ def _bucket_groups(
             OBS.c.valid_to,
             rank.label("rank"),
         )
-        .where(
-            *_overlapping(offer_id, start, end),
-            or_(OBS.c.valid_to.is_(None), OBS.c.valid_to > _start_of(conn.dialect.name, bucket)),
-        )
+        .where(*where)
         .subquery()
     )
     last = case((rows.c.rank == 1, literal(1)), else_=literal(0))
     last_to = case((rows.c.rank == 1, rows.c.valid_to))
     keys = (rows.c.b, rows.c.amount, rows.c.currency, rows.c.gpu_hour_usd, last, last_to)
-    stmt = select(*keys, func.count()).group_by(*keys)
-    groups: dict[datetime, list[_Group]] = {}
-    for b, amount, currency, usd, is_last, valid_to, count in conn.execute(stmt):
-        day = b if isinstance(b, date) else date.fromisoformat(b)
-        when = datetime(day.year, day.month, day.day, tzinfo=UTC)
-        groups.setdefault(when, []).append(
-            _Group(amount, currency, usd, int(count), bool(is_last), valid_to)
-        )
-    return groups
+    return select(*keys, func.count()).group_by(*keys)
 
 
 def _bucket_of(dialect: str, resolution: Resolution) -> ColumnElement[Any]:
