@@ -10,12 +10,13 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, event, select
 
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult
 from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
+from service.core.db import make_engine
 from service.query.filters import OfferFilters
 from service.query.history import offer_history
 from service.query.offers import list_offers
@@ -187,3 +188,32 @@ def history_is_every_observation_in_time_order(
             assert [(h["id"], h["amount"], h["version_to"]) for h in got] == [
                 (r["id"], r["amount"], r["version_to"]) for r in mine
             ]
+
+
+def test_a_diff_reads_its_version_range_not_each_offers_rows(sqlite_url: str) -> None:
+    """SQLite's plan of every statement of a diff walks a version index: probing the
+    offer index per touched offer (``version_from <= low``) reads a busy offer's every
+    earlier row (8,421 each for the hot offers of ``tests/bench/history.py``)."""
+    engine = make_engine(sqlite_url)
+    settings = Settings(database_url=sqlite_url, environment="test", _env_file=None)  # type: ignore[call-arg]
+    latest = build(engine, settings)
+    seen: list[tuple[str, Any]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        seen.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", record)
+    with engine.connect() as conn:
+        changes, _ = diff_versions(conn, latest - 1, latest)
+    event.remove(engine, "before_cursor_execute", record)
+    assert changes
+    with engine.connect() as conn:
+        raw = conn.connection.driver_connection
+        assert raw is not None
+        for statement, parameters in seen:
+            plan = " ".join(
+                r[3] for r in raw.execute(f"EXPLAIN QUERY PLAN {statement}", parameters)
+            )
+            assert "ix_price_observation_offer_version" not in plan, (statement, plan)
+            assert "SCAN price_observation" not in plan, (statement, plan)
+    engine.dispose()
