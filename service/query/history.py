@@ -18,7 +18,6 @@ from sqlalchemy import (
     case,
     cast,
     func,
-    literal,
     or_,
     select,
 )
@@ -220,23 +219,30 @@ def _bucket_groups(
     stmt = _groups_statement(conn.dialect.name, resolution, start is not None)
     params = {"offer_id": offer_id, "start": start, "end": end}
     groups: dict[datetime, list[_Group]] = {}
-    for b, amount, currency, usd, is_last, valid_to, count in conn.execute(stmt, params):
+    latest: dict[datetime, tuple[datetime, int, _Group]] = {}
+    for b, amount, currency, usd, count, last_from, last_id, last_to in conn.execute(stmt, params):
         day = b if isinstance(b, date) else date.fromisoformat(b)
         when = datetime(day.year, day.month, day.day, tzinfo=UTC)
-        groups.setdefault(when, []).append(
-            _Group(amount, currency, usd, int(count), bool(is_last), valid_to)
-        )
+        group = _Group(amount, currency, usd, int(count), False, last_to)
+        groups.setdefault(when, []).append(group)
+        if when not in latest or (last_from, last_id) > latest[when][:2]:
+            latest[when] = (last_from, last_id, group)
+    for _, _, group in latest.values():  # the bucket's last observation, by valid_from, id
+        group.last = True
     return groups
 
 
 @cache
 def _groups_statement(dialect: str, resolution: Resolution, from_start: bool) -> Select[Any]:
     """The statement of :func:`_bucket_groups`, built once (a typical offer's whole read
-    costs less than building it), with parameters ``offer_id``, ``start`` and ``end``."""
+    costs less than building it), with parameters ``offer_id``, ``start`` and ``end``.
+
+    Per (bucket, price): the count, the latest ``valid_from`` and ``id`` (which group holds
+    the bucket's last observation), and the latest ``valid_to``, null if one is open (an
+    offer's observations are disjoint, so the last one ends last: that is its
+    ``valid_to``). A plain GROUP BY: a window ranking the rows cost SQLite more than the
+    rows' reads."""
     bucket = _bucket_of(dialect, resolution)
-    rank = func.row_number().over(
-        partition_by=bucket, order_by=(OBS.c.valid_from.desc(), OBS.c.id.desc())
-    )
     where = [
         OBS.c.offer_id == bindparam("offer_id"),
         OBS.c.valid_from <= bindparam("end", type_=OBS.c.valid_from.type),
@@ -245,22 +251,22 @@ def _groups_statement(dialect: str, resolution: Resolution, from_start: bool) ->
     if from_start:  # as offer_history: overlapping [start, end]
         after = bindparam("start", type_=OBS.c.valid_to.type)
         where.append(or_(OBS.c.valid_to.is_(None), OBS.c.valid_to > after))
-    rows = (
+    b = bucket.label("b")
+    ends = case((func.count(OBS.c.valid_to) == func.count(), func.max(OBS.c.valid_to)))
+    return (
         select(
-            bucket.label("b"),
+            b,
             OBS.c.amount,
             OBS.c.currency,
             OBS.c.gpu_hour_usd,
-            OBS.c.valid_to,
-            rank.label("rank"),
+            func.count(),
+            func.max(OBS.c.valid_from),
+            func.max(OBS.c.id),
+            ends,
         )
         .where(*where)
-        .subquery()
+        .group_by(b, OBS.c.amount, OBS.c.currency, OBS.c.gpu_hour_usd)
     )
-    last = case((rows.c.rank == 1, literal(1)), else_=literal(0))
-    last_to = case((rows.c.rank == 1, rows.c.valid_to))
-    keys = (rows.c.b, rows.c.amount, rows.c.currency, rows.c.gpu_hour_usd, last, last_to)
-    return select(*keys, func.count()).group_by(*keys)
 
 
 def _bucket_of(dialect: str, resolution: Resolution) -> ColumnElement[Any]:
