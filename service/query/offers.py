@@ -56,6 +56,7 @@ from service.query.sql import (
     NotFound,
     outranked,
     price_key_bound,
+    seen_at,
     sort_expression,
     visible_at,
 )
@@ -97,30 +98,6 @@ def base_query(
     if not filters.include_peers:
         stmt = stmt.where(~outranked(version, dialect))
     return stmt
-
-
-SEEN = OBS.alias("seen_obs")
-"""Built once: an alias's column collection is costly to set up per statement."""
-
-
-def seen_at(version: int) -> Any:
-    """The join condition of a pinned read: the offer's observation at ``version``.
-
-    The offer's last observation opened at or before ``version`` (one backwards step in
-    ``ix_price_observation_offer_version``, which holds ``version_to`` too), if it was not
-    closed by then: an offer's observations cover disjoint ranges of versions, so this is
-    :func:`service.query.sql.visible_at`'s row. Written as a probe per offer, so the
-    planner starts from the offers (filtered) instead of reading every observation opened
-    before ``version`` (the whole table, a month back) and joining the offers to them.
-    """
-    last = (
-        select(SEEN.c.id)
-        .where(SEEN.c.offer_id == OFFER.c.id, SEEN.c.version_from <= version)
-        .order_by(SEEN.c.version_from.desc())
-        .limit(1)
-        .scalar_subquery()
-    )
-    return and_(OBS.c.id == last, or_(OBS.c.version_to.is_(None), OBS.c.version_to > version))
 
 
 @dataclass(frozen=True)

@@ -105,6 +105,30 @@ def visible_at(obs: Any, version: int) -> ColumnElement[bool]:
     )
 
 
+SEEN = OBS.alias("seen_obs")
+"""Built once: an alias's column collection is costly to set up per statement."""
+
+
+def seen_at(version: int) -> Any:
+    """The join condition of a pinned read: the offer's observation at ``version``.
+
+    The offer's last observation opened at or before ``version`` (one backwards step in
+    ``ix_price_observation_offer_version``, which holds ``version_to`` too), if it was not
+    closed by then: an offer's observations cover disjoint ranges of versions, so this is
+    :func:`service.query.sql.visible_at`'s row. Written as a probe per offer, so the
+    planner starts from the offers (filtered) instead of reading every observation opened
+    before ``version`` (the whole table, a month back) and joining the offers to them.
+    """
+    last = (
+        select(SEEN.c.id)
+        .where(SEEN.c.offer_id == OFFER.c.id, SEEN.c.version_from <= version)
+        .order_by(SEEN.c.version_from.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    return and_(OBS.c.id == last, or_(OBS.c.version_to.is_(None), OBS.c.version_to > version))
+
+
 def gpu_hour_key(dialect: str, version: int | None = None) -> Any:
     """The exact integer sort key of USD per GPU-hour (x 10^10) for the current or a pinned read.
 

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, literal, or_, select, tuple_, union
+from sqlalchemy import Connection, and_, func, literal, select, tuple_, union
 
-from service.query.sql import OBS, OFFER, VERSION
+from service.query.sql import OBS, OFFER, VERSION, seen_at
 
 
 def current_version(conn: Connection) -> int:
@@ -101,15 +101,7 @@ def diff_versions(
     ids = ids[:limit]
     if not ids:
         return [], None
-    # the page's offers are every touched offer in (after_offer, ids[-1]]: a bound on the
-    # offer id, kept off the offer index (``+ 0``), so each read walks its version range
-    # (SQLite, without statistics, would otherwise probe the offer index per offer and read
-    # a busy offer's every row opened before ``low``)
-    in_page = and_((OBS.c.offer_id + 0) > after_offer, (OBS.c.offer_id + 0) <= ids[-1])
-    at_high = _changed_rows(
-        conn, and_(opened, in_page, or_(OBS.c.version_to.is_(None), OBS.c.version_to > high))
-    )
-    at_low = _changed_rows(conn, and_(closed, in_page, OBS.c.version_from <= low))
+    at_low, at_high = _rows_at(conn, ids, low), _rows_at(conn, ids, high)
     before, after_ = (at_low, at_high) if old <= new else (at_high, at_low)
     offers = {**at_low, **at_high}
     changes = []
@@ -136,12 +128,19 @@ def diff_versions(
     return changes, (ids[-1] if more else None)
 
 
-def _changed_rows(conn: Connection, where: Any) -> dict[int, tuple[dict[str, Any], dict[str, Any]]]:
-    """Per offer: its public columns and the price of the one observation ``where`` finds."""
+def _rows_at(
+    conn: Connection, ids: Sequence[int], version: int
+) -> dict[int, tuple[dict[str, Any], dict[str, Any]]]:
+    """Per offer of ``ids`` seen at ``version``: its public columns and its price then.
+
+    One probe per offer (its last observation opened at or before ``version``: one
+    backwards step in its index entries, see :func:`service.query.sql.seen_at`), so a
+    diff's page costs the same whatever the versions' distance and however many prices a
+    busy offer had."""
     stmt = (
         select(*CHANGE_OFFER_COLUMNS, OBS.c.amount, OBS.c.currency, OBS.c.gpu_hour_usd)
-        .select_from(OBS.join(OFFER, OFFER.c.id == OBS.c.offer_id))
-        .where(where)
+        .select_from(OFFER.join(OBS, seen_at(version)))
+        .where(OFFER.c.id.in_(ids))
     )
     keys = [c.key for c in CHANGE_OFFER_COLUMNS]
     width = len(keys)
