@@ -3,9 +3,25 @@
 from __future__ import annotations
 
 from datetime import date, datetime
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
 
-from sqlalchemy import BigInteger, Index, PrimaryKeyConstraint, UniqueConstraint, text
+from sqlalchemy import (
+    BigInteger,
+    Float,
+    Index,
+    Numeric,
+    PrimaryKeyConstraint,
+    UniqueConstraint,
+    and_,
+    case,
+    cast,
+    func,
+    null,
+    or_,
+    text,
+    type_coerce,
+)
 from sqlmodel import Field, SQLModel
 
 from schema.base import metadata  # noqa: F401
@@ -38,6 +54,50 @@ def sort_key_e10(value: Decimal | None) -> int | None:
     return max(-SORT_KEY_MAX, min(SORT_KEY_MAX, key))
 
 
+PFLOP_KEY_TFLOPS_SCALE = 10**4
+"""TFLOPS figures enter the PFLOPS sort key as integers of 10^-4 TFLOPS (the reference's
+have at most one decimal place), so the key is integer arithmetic on both databases."""
+
+
+def pflop_hour_key(gpu_hour_e10: int | None, tflops: Decimal | None) -> int | None:
+    """The exact integer sort key of USD per PFLOPS-hour (BF16) x 10^10: USD per GPU-hour
+    x 1000 / TFLOPS, rounded half to even to 10 places as the listing shows it
+    (``service.api.serialize.per_pflop_hour``). None without a USD price or a TFLOPS figure
+    (null or below 0.00005). :func:`pflop_hour_key_sql` is the same in SQL."""
+    if gpu_hour_e10 is None or tflops is None:
+        return None
+    scaled = int((tflops * PFLOP_KEY_TFLOPS_SCALE).to_integral_value(rounding=ROUND_HALF_UP))
+    if scaled <= 0:
+        return None
+    quotient, rest = divmod(gpu_hour_e10 * 1000 * PFLOP_KEY_TFLOPS_SCALE, scaled)
+    if 2 * rest > scaled or (2 * rest == scaled and quotient % 2):
+        quotient += 1
+    return max(-SORT_KEY_MAX, min(SORT_KEY_MAX, quotient))
+
+
+def pflop_hour_key_sql(gpu_hour_e10: Any, tflops: Any, dialect: str) -> Any:
+    """:func:`pflop_hour_key` in SQL, from an integer key expression and a TFLOPS column
+    (NULL where the key is None). Integer arithmetic in 64 bits on both databases: the
+    quotient by whole 10^-4 TFLOPS first, then the remainder's 10^7 digits, then banker's
+    rounding on the last remainder; exact while USD per GPU-hour / TFLOPS < 9.2 x 10^5."""
+    real = cast(tflops, Float) if dialect == "sqlite" else cast(tflops, Numeric)
+    scaled = cast(func.round(real * PFLOP_KEY_TFLOPS_SCALE), BigInteger)
+    divisor = type_coerce(func.nullif(scaled, 0), BigInteger)
+    price = type_coerce(gpu_hour_e10, BigInteger)
+    digits = 1000 * PFLOP_KEY_TFLOPS_SCALE  # 10^7: x 1000 (TFLOPS -> PFLOPS), x 10^4
+    rest = (price % divisor) * digits
+    low, left = rest // divisor, rest % divisor
+    up = case(
+        (
+            or_(2 * left > divisor, and_(2 * left == divisor, low % 2 == 1)),
+            1,
+        ),
+        else_=0,
+    )
+    key = (price // divisor) * digits + low + up
+    return case((scaled > 0, key), else_=null())
+
+
 ACTIVE = text("status = 'active'")
 ACTIVE_KNOWN_GPU = text("+status = 'active' AND +gpu_slug IS NOT NULL")
 """SQLite's predicate of ix_offer_gpu_kind_provider: only a statement with exactly these two
@@ -60,6 +120,8 @@ class Offer(SQLModel, table=True):
         Index("ix_offer_status_gpu_count", "status", "gpu_count", "id"),
         # sort=price / -price walks it (USD per instance-hour)
         Index("ix_offer_status_hourly", "status", "hourly_usd_e10", "id"),
+        # sort=price_per_pflop_hour / -price_per_pflop_hour walks it (USD per PFLOPS-hour)
+        Index("ix_offer_status_pflop_hour", "status", "pflop_hour_usd_e10", "id"),
         # the GPU overview's GROUP BY (gpu, price kind, provider) of current offers reads it
         # alone, in order (service.query.overview); partial, so no other read's plan can
         # pick it (they bind the status as a parameter, or read withdrawn offers too)
@@ -145,6 +207,13 @@ class Offer(SQLModel, table=True):
         description="sort key only: the current observation's USD per instance-hour x 10^10 "
         "as an exact integer (written by ingest with each price), so sort=price walks an "
         "index; never returned",
+    )
+    pflop_hour_usd_e10: int | None = Field(
+        default=None,
+        sa_type=BigInteger,
+        description="sort key only: USD per PFLOPS-hour (BF16) x 10^10 as an exact integer "
+        "(schema.prices.pflop_hour_key of gpu_hour_usd_e10 and the GPU model's TFLOPS), "
+        "written by ingest with each price and by reference loads; never returned",
     )
     first_seen_at: datetime = Field(sa_type=UTCDateTime)
     first_seen_version: int

@@ -29,6 +29,8 @@ ATTRIBUTES = (
     "cluster_basis",
 )
 ATTRIBUTES_BEFORE_CLUSTER = ATTRIBUTES.index("interconnect")
+GPU_SLUG = ATTRIBUTES.index("gpu_slug")
+"""Where an offer's GPU model is in its attributes (the PFLOPS sort key depends on it)."""
 """How many attributes offers had before the cluster facts (see resolver.fingerprint)."""
 
 Key = str
@@ -53,6 +55,7 @@ OFFER_COLUMNS = (
     "gpu_hour_usd",
     "gpu_hour_usd_e10",
     "hourly_usd_e10",
+    "pflop_hour_usd_e10",
     "observation_id",
 )
 """A new offer's row, as built (its key's parts, attributes, price, observation); the
@@ -85,6 +88,7 @@ REPRICED_COLUMNS = (
     "gpu_hour_usd",
     "gpu_hour_usd_e10",
     "hourly_usd_e10",
+    "pflop_hour_usd_e10",
     "last_changed_at",
     "last_changed_version",
     "withdrawn_at",

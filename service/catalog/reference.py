@@ -38,6 +38,7 @@ from schema.names import gpu_alias_key
 from schema.records import SLUG_RE, describe_validation_error
 from service.catalog.reresolve import reresolve_offers
 from service.catalog.runs import lock_writer
+from service.catalog.sort_keys import refresh_pflop_keys
 from service.core.reference_error import ReferenceError
 
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available
@@ -346,6 +347,8 @@ def write_reference(conn: Connection, checked: CheckedReference) -> dict[str, in
     )
     changed["aliases"] = _sync_aliases(conn, checked.aliases)
     changed.update(reresolve_offers(conn))
+    # a TFLOPS figure or an offer's GPU model may have changed: the PFLOPS sort key follows
+    changed["offer_pflop_keys"] = refresh_pflop_keys(conn)
     return changed
 
 

@@ -10,11 +10,19 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, func, insert, literal_column, select, update
+from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 
-from schema.catalog import Provider
+from schema.catalog import GpuModel, Provider
 from schema.enums import OfferStatus, PricePer, UnmappedKind
-from schema.prices import CatalogVersion, Offer, PriceObservation, sort_key_e10
+from schema.prices import (
+    CatalogVersion,
+    Offer,
+    PriceObservation,
+    pflop_hour_key,
+    pflop_hour_key_sql,
+    sort_key_e10,
+)
 from schema.records import OfferRecord
 from service.catalog.bulk import (
     bulk_binder,
@@ -28,6 +36,7 @@ from service.catalog.bulk import (
 from service.catalog.columns import (
     ACTIVE,
     ATTRIBUTES,
+    GPU_SLUG,
     KEY_SEP,
     OBS_COLUMNS,
     OFFER_COLUMNS,
@@ -40,12 +49,14 @@ from service.catalog.fx import FxTable
 from service.catalog.refcheck import Load, foreign_keys_checked_per_load
 from service.catalog.resolver import Resolver, trim_memos
 from service.catalog.results import CrawlResult
+from service.catalog.sort_keys import refresh_pflop_keys
 from service.core.units import gpu_hourly, instance_hourly, q
 
 OFFER = Offer.__table__  # type: ignore[attr-defined]
 OBS = PriceObservation.__table__  # type: ignore[attr-defined]
 VERSION = CatalogVersion.__table__  # type: ignore[attr-defined]
 PROVIDER = Provider.__table__  # type: ignore[attr-defined]
+GPU = GpuModel.__table__  # type: ignore[attr-defined]
 CHUNK = 5000
 
 STAGED_MIN_ROWS = 1000
@@ -101,6 +112,10 @@ class Writer:
         self._lazy_new_observations: tuple[Any, int, int] | None = None
         self._next_obs = (conn.execute(select(func.max(OBS.c.id))).scalar() or 0) + 1
         self._fx_cache: dict[str, Any] = {}
+        self._tflops: dict[str, Decimal | None] = {
+            slug: tflops for slug, tflops in conn.execute(select(GPU.c.slug, GPU.c.tflops_bf16))
+        }
+        self._pflop_keys: dict[tuple[int | None, str | None], int | None] = {}
         self._prices: dict[tuple[Any, ...], _Price] = {}
         self._bases: dict[tuple[Any, ...], tuple[tuple[Any, ...], Decimal | None]] = {}
         self.bind = bulk_binder(conn)
@@ -171,6 +186,16 @@ class Writer:
             ),
         )
         return price
+
+    def pflop_key(self, gpu_hour_e10: int | None, gpu_slug: str | None) -> int | None:
+        """The offer's USD per PFLOPS-hour sort key (:func:`schema.prices.pflop_hour_key`),
+        memoized per price key and GPU model (offers of one SKU share them)."""
+        memo = (gpu_hour_e10, gpu_slug)
+        if memo in self._pflop_keys:
+            return self._pflop_keys[memo]
+        tflops = self._tflops.get(gpu_slug) if gpu_slug is not None else None
+        key = self._pflop_keys[memo] = pflop_hour_key(gpu_hour_e10, tflops)
+        return key
 
     def _base(
         self, amount: Decimal, unit: Any, per: Any, gpu_count: Decimal, currency: str
@@ -354,7 +379,7 @@ class Writer:
         prices, price_of = self._prices, self._price
         memo, bound_of, as_is = self._bound, self.bound_attributes, not self._binds_text
         payload_of = self._payload_of if self.record_payloads else None
-        raw, split = self.raw_sha256, str.split
+        raw, split, pflop_key = self.raw_sha256, str.split, self.pflop_key
         for offer_id, (key, record, attributes, digest) in enumerate(new, next_offer):
             fields = record.__dict__
             price = prices.get(  # _price_key(fields), inlined: hot loop
@@ -377,7 +402,8 @@ class Writer:
                     else bound_of(attributes, digest)
                 )
             observe((obs_id, offer_id, *observed, payload_of(record) if payload_of else raw))
-            yield (offer_id, *split(key, KEY_SEP), *values, digest, *offered, obs_id)
+            pflop = pflop_key(offered[3], attributes[GPU_SLUG])
+            yield (offer_id, *split(key, KEY_SEP), *values, digest, *offered, pflop, obs_id)
             obs_id += 1
 
     def _insert_new_staged(
@@ -488,6 +514,7 @@ class Writer:
                 "p.gpu_hour_usd",
                 "p.gpu_hour_usd_e10",
                 "p.hourly_usd_e10",
+                _staged_pflop_key(),
                 obs_id,
                 *offer_literals,
             )
@@ -545,6 +572,7 @@ class Writer:
                     offered[2],
                     offered[3],
                     offered[4],
+                    self.pflop_key(offered[3], attributes[GPU_SLUG]),
                     stamp,
                     version,
                     None,
@@ -559,6 +587,8 @@ class Writer:
             TOUCHED_COLUMNS,
             [(old.id, *attributes, digest) for old, attributes, digest in diff.touched],
         )
+        # an offer updated in place may have another GPU model: its PFLOPS key follows
+        refresh_pflop_keys(conn, [old.id for old, _, _ in diff.touched])
         withdrawn = [old.id for old in diff.withdrawn]
         for start in range(0, len(withdrawn), CHUNK):
             conn.execute(
@@ -568,6 +598,15 @@ class Writer:
                     status=OfferStatus.withdrawn.value, withdrawn_at=now, withdrawn_version=version
                 )
             )
+
+
+def _staged_pflop_key() -> str:
+    """The PFLOPS sort key of a staged offer (SQLite): its staged price's key and its staged
+    attributes' GPU model, as :func:`schema.prices.pflop_hour_key`."""
+    key = pflop_hour_key_sql(literal_column("p.gpu_hour_usd_e10"), GPU.c.tflops_bf16, "sqlite")
+    found = select(key).where(GPU.c.slug == literal_column("a.gpu_slug")).scalar_subquery()
+    sql = found.compile(dialect=sqlite_dialect(), compile_kwargs={"literal_binds": True})
+    return str(sql)
 
 
 def ensure_providers(conn: Connection, slugs: set[str], resolver: Resolver) -> None:

@@ -120,16 +120,14 @@ def offers_query(
     nulls: bool | None = None,
     gpus: Sequence[str] | None = None,
     scan: bool = False,
-    null_when: Any = None,
 ) -> Select[Any]:
     """The listing: nulls last, then the sort key, then offer id (a total order).
 
-    ``sort_value`` (what a cursor carries) is the integer key for ``price_per_gpu_hour`` and
-    ``price`` (:data:`INTEGER_KEYS`).
+    ``sort_value`` (what a cursor carries) is the integer key for ``price_per_gpu_hour``,
+    ``price`` and ``price_per_pflop_hour`` (:data:`INTEGER_KEYS`).
     ``nulls`` False / True: only the offers whose sort key is set / null, ordered so an
     index on (…, key, id) serves the order (no leading ``key IS NULL`` term).
     ``scan``: filter first (see :func:`base_query`), then sort the matches.
-    ``null_when``: a cheaper condition equal to ``key IS NULL`` on the current read.
     """
     key = sort_expression(sort, dialect, version)
     stmt = base_query(
@@ -140,13 +138,12 @@ def offers_query(
         compliance,
         gpus=gpus,
         scan=scan,
-        walked=nulls is False and not scan and sort in ("price", "provider", "gpu_count"),
+        walked=nulls is False and not scan and sort in WALKED_ELSEWHERE,
     )
     if after is not None and after.value is not None and sort in INTEGER_KEYS:
         after = After(int(Decimal(str(after.value))), after.offer_id)
     if nulls is not None:
-        null = key.is_(None) if null_when is None else null_when
-        stmt = stmt.where(null if nulls else key.is_not(None))
+        stmt = stmt.where(key.is_(None) if nulls else key.is_not(None))
     if after is not None and nulls is not None:
         if after.value is None:
             stmt = stmt.where(OFFER.c.id > after.offer_id)
@@ -216,22 +213,12 @@ def list_offers(
             keyed = query(nulls=False)
             if sort in BY_VALUE:
                 rows = _by_value(conn, keyed, limit, descending, after)
-            elif sort in PER_GPU:
-                key = sort_expression(sort, dialect, version)
-                first = partial(query, nulls=False, scan=True) if after is None else None
-                cap = filters.max_price_per_gpu_hour
-                licence = compliance.licence_gpus if compliance is not None else None
-                wanted = (frozenset(gpus) if gpus is not None else None, licence or frozenset())
-                rows = _per_gpu(conn, keyed, key, limit, descending, first, cap, wanted)
             else:
                 cap = filters.max_price_per_gpu_hour if sort == "price_per_gpu_hour" else None
                 walk = Walk(sort, descending, limit, after, gpus, cap)
                 rows = walk.rows(conn, keyed, partial(query, nulls=False, scan=True))
         if len(rows) < limit and sort not in NEVER_NULL:
-            if sort in PER_GPU:  # by id along the table, the cheap terms first
-                unkeyed = query(nulls=True, null_when=_no_pflops(conn), scan=True)
-            else:  # along the index: (status, key IS NULL, id)
-                unkeyed = query(nulls=True)
+            unkeyed = query(nulls=True)  # along the index: (status, key IS NULL, id)
             rows += _dicts(conn.execute(unkeyed.limit(limit - len(rows))))
         return place_rows(conn, rows, filters, compliance)
     if version is not None and not filters.include_peers:
@@ -287,22 +274,19 @@ INDEXED_SORTS = frozenset(
     {"price_per_gpu_hour", "price", "provider", "gpu_count", "price_per_pflop_hour"}
 )
 """Sorts whose current key is an offer column after ``status`` in an index (…, key, id)."""
+WALKED_ELSEWHERE = frozenset({"price", "provider", "gpu_count", "price_per_pflop_hour"})
+"""Sorts walked along an index other than the price per GPU-hour's: the price filter is kept
+off that index on SQLite (see :func:`service.query.filters.apply_filters`)."""
 BY_VALUE = frozenset({"gpu_count"})
 """Keys with few distinct values, read one value at a time (:func:`_by_value`): on SQLite
 the exact decimal is text, so its index order is not the numeric order."""
-INTEGER_KEYS = frozenset({"price_per_gpu_hour", "price"})
+INTEGER_KEYS = frozenset({"price_per_gpu_hour", "price", "price_per_pflop_hour"})
 """Keys that are exact integers (USD x 10^10, :func:`service.query.sql.gpu_hour_key`,
-:func:`service.query.sql.hourly_key`), current and pinned alike: a cursor's value is one."""
+:func:`service.query.sql.hourly_key`, :func:`service.query.sql.pflop_hour_key`), current
+and pinned alike: a cursor's value is one."""
 NEVER_NULL = frozenset({"provider", "gpu_count"})
 """Sort keys of NOT NULL columns: no second statement for offers without a key."""
 
-
-PER_GPU = frozenset({"price_per_pflop_hour"})
-"""Keys that follow the price per GPU-hour within one GPU model (:func:`_per_gpu`)."""
-TIE_MARGIN = 10_000
-"""Sort-key units (10^-10 USD per GPU-hour) around a GPU's bound price that :func:`_per_gpu`
-also reads: wider than any two prices whose PFLOPS figures can tie (a rounded decimal on
-PostgreSQL, a double on SQLite) for any GPU below 10^7 TFLOPS."""
 
 
 PREFIX = 4000
@@ -370,86 +354,6 @@ class Walk:
             stmt = stmt.where(key <= price_key_bound(self.cap))
         order = key.desc() if self.descending else key
         return conn.execute(stmt.order_by(order).offset(PREFIX).limit(1)).scalar()
-
-
-def _no_pflops(conn: Connection) -> Any:
-    """``price_per_pflop_hour IS NULL`` on the current read, from the offer row alone: no USD
-    price, or a GPU without a (non-zero) TFLOPS figure. The key itself costs a subquery and
-    the observation per offer read."""
-    facts = catalog_facts(conn, datetime.now(UTC).date())
-    rated = sorted(slug for slug, tflops in facts.tflops_bf16.items() if tflops)
-    return or_(
-        OFFER.c.gpu_hour_usd_e10.is_(None),
-        OFFER.c.gpu_slug.is_(None),
-        OFFER.c.gpu_slug.not_in(rated),
-    )
-
-
-def _per_gpu(
-    conn: Connection,
-    keyed: Select[Any],
-    key: Any,
-    limit: int,
-    descending: bool,
-    filtered_first: Any = None,
-    cap: Decimal | None = None,
-    wanted: tuple[frozenset[str] | None, frozenset[str]] = (None, frozenset()),
-) -> list[dict[str, Any]]:
-    """The first ``limit`` rows of ``keyed`` (offers with a key, ``ORDER BY key, id`` or
-    ``key DESC, id``) for a key that is the price per GPU-hour scaled per GPU model (USD
-    per PFLOPS-hour: it follows ``gpu_hour_usd_e10`` within one GPU).
-
-    Per live GPU with a TFLOPS figure: its first ``limit`` offers by price along
-    ``ix_offer_gpu_slug_status_gpu_hour``, then (if it has that many) those priced within
-    :data:`TIE_MARGIN` of the last one (rounding ties of the key); the ``limit`` first of
-    all those by (key, id), read whole by id in one last statement (the current read
-    only). Same rows, same order:
-    an offer past its GPU's candidates has ``limit`` offers of its GPU before it.
-
-    Given ``filtered_first`` (a first page), each GPU's walk is bounded as
-    :class:`Walk`'s: to the price :data:`PREFIX` offers along its index; a GPU whose range
-    holds fewer than ``limit`` matches (the filters are selective) ends the walks, and the
-    page is ``filtered_first()``: the filters first, the few matches sorted. ``wanted``: the
-    GPU filter's slugs (None: any) and the GPUs ``export_destination`` excludes, not walked."""
-    price = OFFER.c.gpu_hour_usd_e10
-    step = price.desc() if descending else price
-    facts = catalog_facts(conn, datetime.now(UTC).date())
-    only, excluded = wanted  # the GPU filter's slugs, export_destination's licence GPUs
-    slugs = sorted(
-        s
-        for s, t in facts.tflops_bf16.items()
-        if s in facts.live_gpus and t and (only is None or s in only) and s not in excluded
-    )
-    found: dict[int, Any] = {}
-    active = OFFER.c.status == OfferStatus.active.value
-    for slug in slugs:
-        mine = keyed.with_only_columns(OFFER.c.id, key, price).where(OFFER.c.gpu_slug == slug)
-        walk = mine.order_by(None).order_by(step).limit(limit)
-        if filtered_first is not None:
-            along = select(price).where(OFFER.c.gpu_slug == slug, active, price.is_not(None))
-            if cap is not None:  # max_price_per_gpu_hour: where a descending walk starts
-                along = along.where(price <= price_key_bound(cap))
-            bound = conn.execute(along.order_by(step).offset(PREFIX).limit(1)).scalar()
-            if bound is not None:
-                walk = walk.where(price >= bound if descending else price <= bound)
-        rows = list(conn.execute(walk))
-        if filtered_first is not None and bound is not None and len(rows) < limit:
-            return _dicts(conn.execute(filtered_first().limit(limit)))
-        if len(rows) == limit:
-            bound = rows[-1][2]
-            near = (
-                price.between(bound - TIE_MARGIN, bound)
-                if descending
-                else price.between(bound, bound + TIE_MARGIN)
-            )
-            rows += conn.execute(mine.where(near).order_by(None))
-        found.update((row[0], row[1]) for row in rows)
-    ordered = sorted(found.items())  # by id, then (a stable sort) by key
-    ordered.sort(key=lambda item: item[1], reverse=descending)
-    first = [offer_id for offer_id, _ in ordered[:limit]]
-    if not first:
-        return []
-    return _dicts(conn.execute(_by_ids(keyed, key, first, descending)))
 
 
 def _by_value(

@@ -21,7 +21,13 @@ from schema.catalog import GpuModel, Provider, Region
 from schema.compliance import Certification, GpuClassification
 from schema.crawl import CrawlRun
 from schema.enums import OfferStatus
-from schema.prices import CatalogVersion, Offer, OfferLocation, PriceObservation
+from schema.prices import (
+    CatalogVersion,
+    Offer,
+    OfferLocation,
+    PriceObservation,
+    pflop_hour_key_sql,
+)
 from service.query.precedence import FIRST_PARTY_RANK, PEER_PRECEDENCE, UNKNOWN_PEER_RANK
 
 OFFER = Offer.__table__  # type: ignore[attr-defined]
@@ -152,6 +158,17 @@ def hourly_key(dialect: str, version: int | None = None) -> Any:
     return cast(cast(OBS.c.hourly_usd, Numeric) * 10_000_000_000, BigInteger)
 
 
+def pflop_hour_key(dialect: str, version: int | None = None) -> Any:
+    """The exact integer sort key of USD per PFLOPS-hour (x 10^10), as :func:`gpu_hour_key`:
+    current, the indexed ``offer.pflop_hour_usd_e10`` (ingest and reference loads keep it);
+    pinned, :func:`schema.prices.pflop_hour_key_sql` of the pinned price key and the GPU
+    model's TFLOPS (reference data is not versioned: today's figure, as the current key)."""
+    if version is None:
+        return OFFER.c.pflop_hour_usd_e10
+    key = pflop_hour_key_sql(gpu_hour_key(dialect, version), GPU.c.tflops_bf16, dialect)
+    return select(key).where(GPU.c.slug == OFFER.c.gpu_slug).scalar_subquery()
+
+
 def price_key_bound(value: Decimal) -> int:
     """The largest sort key whose price is <= ``value`` (prices keep 10 decimal places)."""
     return int(value.scaleb(10).to_integral_value(rounding=ROUND_FLOOR))
@@ -167,11 +184,7 @@ def sort_expression(sort: str, dialect: str, version: int | None = None) -> Any:
     if sort == "provider":
         return OFFER.c.provider
     if sort == "price_per_pflop_hour":
-        tflops = select(GPU.c.tflops_bf16).where(GPU.c.slug == OFFER.c.gpu_slug).scalar_subquery()
-        if dialect == "sqlite":
-            return cast(OBS.c.gpu_hour_usd, Float) * 1000 / func.nullif(cast(tflops, Float), 0.0)
-        per_gpu = cast(OBS.c.gpu_hour_usd, Numeric)
-        return func.round(per_gpu * 1000 / func.nullif(cast(tflops, Numeric), 0), 10)
+        return pflop_hour_key(dialect, version)
     raise ValueError(f"unknown sort key {sort!r}")
 
 
