@@ -288,7 +288,6 @@ NEVER_NULL = frozenset({"provider", "gpu_count"})
 """Sort keys of NOT NULL columns: no second statement for offers without a key."""
 
 
-
 PREFIX = 4000
 """Index entries a walk may read before it gives up on the walk (:class:`Walk`)."""
 
