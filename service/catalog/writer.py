@@ -112,9 +112,8 @@ class Writer:
         self._lazy_new_observations: tuple[Any, int, int] | None = None
         self._next_obs = (conn.execute(select(func.max(OBS.c.id))).scalar() or 0) + 1
         self._fx_cache: dict[str, Any] = {}
-        self._tflops: dict[str, Decimal | None] = {
-            slug: tflops for slug, tflops in conn.execute(select(GPU.c.slug, GPU.c.tflops_bf16))
-        }
+        gpus = select(GPU.c.slug, GPU.c.tflops_bf16)
+        self._tflops: dict[str, Decimal | None] = dict(conn.execute(gpus).all())  # type: ignore[arg-type]
         self._pflop_keys: dict[tuple[int | None, str | None], int | None] = {}
         self._prices: dict[tuple[Any, ...], _Price] = {}
         self._bases: dict[tuple[Any, ...], tuple[tuple[Any, ...], Decimal | None]] = {}
