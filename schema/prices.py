@@ -122,6 +122,9 @@ class Offer(SQLModel, table=True):
         Index("ix_offer_status_hourly", "status", "hourly_usd_e10", "id"),
         # sort=price_per_pflop_hour / -price_per_pflop_hour walks it (USD per PFLOPS-hour)
         Index("ix_offer_status_pflop_hour", "status", "pflop_hour_usd_e10", "id"),
+        Index(
+            "ix_offer_gpu_slug_status_pflop_hour", "gpu_slug", "status", "pflop_hour_usd_e10", "id"
+        ),
         # the GPU overview's GROUP BY (gpu, price kind, provider) of current offers reads it
         # alone, in order (service.query.overview); partial, so no other read's plan can
         # pick it (they bind the status as a parameter, or read withdrawn offers too)

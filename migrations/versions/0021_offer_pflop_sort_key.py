@@ -8,7 +8,9 @@
   returned.
 - ``ix_offer_status_pflop_hour`` (status, pflop_hour_usd_e10, id):
   ``sort=price_per_pflop_hour`` / ``-price_per_pflop_hour`` walk it as the price sorts walk
-  theirs, instead of one walk per GPU model plus a sort of the filters' matches.
+  theirs, instead of one walk per GPU model plus a sort of the filters' matches; and
+  ``ix_offer_gpu_slug_status_pflop_hour`` (gpu_slug, status, pflop_hour_usd_e10, id) for a
+  GPU filter, as ``ix_offer_gpu_slug_status_gpu_hour`` serves the default sort.
 
 Existing rows are backfilled in integer arithmetic (the same on both databases, and the
 same as ``schema.prices.pflop_hour_key_sql``). Plain ADD / DROP COLUMN on both databases
@@ -65,9 +67,16 @@ def upgrade() -> None:
         ["status", "pflop_hour_usd_e10", "id"],
         unique=False,
     )
+    op.create_index(
+        "ix_offer_gpu_slug_status_pflop_hour",
+        "offer",
+        ["gpu_slug", "status", "pflop_hour_usd_e10", "id"],
+        unique=False,
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("ix_offer_gpu_slug_status_pflop_hour", table_name="offer")
     op.drop_index("ix_offer_status_pflop_hour", table_name="offer")
     if op.get_bind().dialect.name == "sqlite":
         # a plain DROP COLUMN: batch mode would recreate offer, which observations reference

@@ -212,6 +212,8 @@ def list_offers(
             keyed = query(nulls=False)
             if sort in BY_VALUE:
                 rows = _by_value(conn, keyed, limit, descending, after)
+            elif sort in MERGED_PER_GPU and gpus is not None and len(gpus) > 1:
+                rows = _merged_per_gpu(conn, keyed, filters, shared, limit)
             else:
                 cap = filters.max_price_per_gpu_hour if sort == "price_per_gpu_hour" else None
                 walk = Walk(sort, descending, limit, after, gpus, cap)
@@ -241,6 +243,30 @@ def list_offers(
     return place_rows(conn, _dicts(conn.execute(stmt)), filters, compliance)
 
 
+def _merged_per_gpu(
+    conn: Connection,
+    keyed: Select[Any],
+    filters: OfferFilters,
+    shared: dict[str, Any],
+    limit: int,
+) -> list[dict[str, Any]]:
+    """The first ``limit`` offers with a key of a current listing whose GPU filter matches
+    several live models (a family: ``h100`` is three), for a sort with a per-GPU index
+    (:data:`MERGED_PER_GPU`): each model's first ``limit`` offers, walked along its own
+    index as a one-model filter is (:class:`Walk`), merged by (key, id). Same rows, same
+    order: an offer past its model's first ``limit`` has ``limit`` offers before it."""
+    sort, descending = shared["sort"], shared["descending"]
+    found: list[dict[str, Any]] = []
+    for slug in shared["gpus"]:
+        mine = {**shared, "gpus": [slug]}
+        walk = Walk(sort, descending, limit, shared["after"], [slug])
+        fallback = partial(_filtered_first, conn, partial(offers_query, **mine), filters)
+        found += walk.rows(conn, keyed.where(OFFER.c.gpu_slug == slug), fallback)
+    found.sort(key=lambda row: row["id"])
+    found.sort(key=lambda row: row["sort_value"], reverse=descending)
+    return found[:limit]
+
+
 def _filtered_first(
     conn: Connection, query: Any, filters: OfferFilters, limit: int
 ) -> list[dict[str, Any]]:
@@ -250,7 +276,9 @@ def _filtered_first(
     the rows read (:func:`_outranked_later`), not to every match before the sort: two
     probes per match were most of its cost (0.39 s against 0.16 s without them, for a filter
     keeping 105,000 of 200,000 offers)."""
-    if filters.include_peers:
+    if filters.include_peers or filters.source is not None:
+        # a source filter: its own index, and often a peer source whose offers are mostly
+        # outranked (read a prefix at a time, it would be read nearly whole, many times)
         return _dicts(conn.execute(query(filters, nulls=False, scan=True).limit(limit)))
     every_source = query(replace(filters, include_peers=True), nulls=False, scan=True)
     return _outranked_later(conn, every_source, None, limit, 0)
@@ -299,6 +327,12 @@ taken instead, SQLite sorted every offer under the cap by id, 0.55 s)."""
 BY_VALUE = frozenset({"gpu_count"})
 """Keys with few distinct values, read one value at a time (:func:`_by_value`): on SQLite
 the exact decimal is text, so its index order is not the numeric order."""
+BY_GPU = frozenset({"price_per_gpu_hour", "price_per_pflop_hour"})
+"""Keys with a per-GPU index (gpu_slug, status, key, id): a filter on one live GPU model
+walks it (:class:`Walk`)."""
+MERGED_PER_GPU = frozenset({"price_per_pflop_hour"})
+"""Keys whose listing filtered to several GPU models merges one walk per model
+(:func:`_merged_per_gpu`)."""
 INTEGER_KEYS = frozenset({"price_per_gpu_hour", "price", "price_per_pflop_hour"})
 """Keys that are exact integers (USD x 10^10, :func:`service.query.sql.gpu_hour_key`,
 :func:`service.query.sql.hourly_key`, :func:`service.query.sql.pflop_hour_key`), current
@@ -351,7 +385,7 @@ class Walk:
     ) -> list[dict[str, Any]]:
         dialect = conn.dialect.name
         key = sort_expression(self.sort, dialect)
-        by_gpu = self.sort == "price_per_gpu_hour" and self.gpus is not None and len(self.gpus) == 1
+        by_gpu = self.sort in BY_GPU and self.gpus is not None and len(self.gpus) == 1
         for depth in (PREFIX, PREFIX * WIDER):
             bound = self.bound(conn, key, by_gpu, depth)  # None: fewer offers left
             if self.descending:

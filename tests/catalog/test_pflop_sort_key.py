@@ -31,13 +31,16 @@ from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
 from service.core.db import make_engine
 from service.core.migrate import downgrade, upgrade
+from service.query.offers import live_gpu_slugs
 from tests.api.test_api_query import page_all
 from tests.conftest import scratch_pg_database
 from tests.support.factories import record
 
 OFFER = Offer.__table__  # type: ignore[attr-defined]
 GPU = GpuModel.__table__  # type: ignore[attr-defined]
-GPUS = ["H100 SXM", "A100 80GB", "L4", "L40S", "T4", "Mystery 9000"]
+GPUS = ["H100 SXM", "A100 80GB", "H100 PCIe", "L4", "L40S", "H100 NVL", "T4", "Mystery 9000"]
+"""Three H100 models (``gpu=h100`` merges a walk per model), GPUs without a BF16 figure
+or without a model."""
 TEN_PLACES = Decimal("1e-10")
 H100 = "nvidia-h100-sxm-80gb"
 
@@ -221,6 +224,8 @@ PFLOP_FILTERS: list[dict[str, str]] = [
     {},
     {"min_gpu_memory_gb": "48"},
     {"gpu": "h100"},
+    {"gpu": "h100", "not_country": "DE"},
+    {"gpu": "nvidia-h100-pcie-80gb"},
     {"not_country": "US", "min_gpus": "3"},
     {"provider": "aws,lambda", "max_price_per_gpu_hour": "2"},
 ]
@@ -229,7 +234,11 @@ PFLOP_FILTERS: list[dict[str, str]] = [
 @pytest.mark.parametrize("sort", ["price_per_pflop_hour", "-price_per_pflop_hour"])
 def test_listing_pages_in_the_formula_order(client: TestClient, sort: str) -> None:
     """Paged through cursors (pages of 1, 4 and 7), both directions, with filters that keep
-    whole GPU models out: the formula's order, and the figures shown follow it."""
+    whole GPU models out, one model or a family of several (one walk per model, merged): the
+    formula's order, and the figures shown follow it."""
+    engine: Engine = client.engine  # type: ignore[attr-defined]
+    with engine.connect() as conn:
+        assert len(live_gpu_slugs(conn, "h100")) == 3  # the family's walks are merged
     for params in PFLOP_FILTERS:
         expected = _formula_order(client, params, sort.startswith("-"))
         assert len(expected) > 3, params
