@@ -45,6 +45,7 @@ from sqlalchemy import (
 from sqlalchemy.types import String
 
 from schema.enums import OfferStatus
+from schema.prices import pflop_hour_key
 from service.query.facts import catalog_facts
 from service.query.filters import ComplianceSets, OfferFilters, apply_filters
 from service.query.places import place_rows
@@ -73,6 +74,7 @@ def base_query(
     scan: bool = False,
     gpus: Sequence[str] | None = None,
     walked: bool = False,
+    priced: bool = True,
 ) -> Select[Any]:
     """Offers with their price at ``version`` (None = current), filtered, peers deduped.
 
@@ -83,7 +85,9 @@ def base_query(
     status = OFFER.c.status
     if scan and dialect == "sqlite":
         status = literal_column("+offer.status")
-    if version is None:
+    if version is None and not priced:  # the offer row alone (no filter reads the price)
+        stmt = select(*columns).select_from(OFFER).where(status == OfferStatus.active.value)
+    elif version is None:
         stmt = (
             select(*columns)
             .select_from(OFFER)
@@ -120,6 +124,7 @@ def offers_query(
     nulls: bool | None = None,
     gpus: Sequence[str] | None = None,
     scan: bool = False,
+    ids_only: bool = False,
 ) -> Select[Any]:
     """The listing: nulls last, then the sort key, then offer id (a total order).
 
@@ -128,10 +133,11 @@ def offers_query(
     ``nulls`` False / True: only the offers whose sort key is set / null, ordered so an
     index on (…, key, id) serves the order (no leading ``key IS NULL`` term).
     ``scan``: filter first (see :func:`base_query`), then sort the matches.
+    ``ids_only``: the current read's offer ids and keys only, without the observation.
     """
     key = sort_expression(sort, dialect, version)
     stmt = base_query(
-        (*OFFER_COLUMNS, key.label("sort_value")),
+        (OFFER.c.id, *([] if ids_only else OFFER_COLUMNS[1:]), key.label("sort_value")),
         filters,
         dialect,
         version,
@@ -139,6 +145,7 @@ def offers_query(
         gpus=gpus,
         scan=scan,
         walked=nulls is not None and not scan and sort in WALKED_ELSEWHERE,
+        priced=not (ids_only and version is None),
     )
     if after is not None and after.value is not None and sort in INTEGER_KEYS:
         after = After(int(Decimal(str(after.value))), after.offer_id)
@@ -215,8 +222,8 @@ def list_offers(
             elif sort in MERGED_PER_GPU and gpus is not None and len(gpus) > 1:
                 rows = _merged_per_gpu(conn, keyed, filters, shared, limit)
             else:
-                cap = filters.max_price_per_gpu_hour if sort == "price_per_gpu_hour" else None
-                walk = Walk(sort, descending, limit, after, gpus, cap)
+                top = ceiling(conn, sort, filters.max_price_per_gpu_hour, gpus)
+                walk = Walk(sort, descending, limit, after, gpus, top)
                 unfiltered = partial(offers_query, **shared)  # the filters are its argument
                 fallback = partial(_filtered_first, conn, unfiltered, filters)
                 rows = walk.rows(conn, keyed, fallback)
@@ -243,6 +250,24 @@ def list_offers(
     return place_rows(conn, _dicts(conn.execute(stmt)), filters, compliance)
 
 
+def ceiling(
+    conn: Connection, sort: str, cap: Decimal | None, gpus: Sequence[str] | None
+) -> int | None:
+    """The largest sort key an offer under ``max_price_per_gpu_hour`` can have (None: no
+    bound): the cap's own key for the price per GPU-hour; for USD per PFLOPS-hour (which
+    never decreases with the price for one GPU model) the cap's key on the filter's models
+    or every live model, whichever has the fewest TFLOPS."""
+    if cap is None or sort not in ("price_per_gpu_hour", "price_per_pflop_hour"):
+        return None
+    top = price_key_bound(cap)
+    if sort == "price_per_gpu_hour":
+        return top
+    facts = catalog_facts(conn, datetime.now(UTC).date())
+    models = facts.live_gpus if gpus is None else gpus
+    figures = [facts.tflops_bf16[s] for s in models if facts.tflops_bf16.get(s)]
+    return max((pflop_hour_key(top, t) or 0 for t in figures), default=None)
+
+
 def _merged_per_gpu(
     conn: Connection,
     keyed: Select[Any],
@@ -259,7 +284,8 @@ def _merged_per_gpu(
     found: list[dict[str, Any]] = []
     for slug in shared["gpus"]:
         mine = {**shared, "gpus": [slug]}
-        walk = Walk(sort, descending, limit, shared["after"], [slug])
+        top = ceiling(conn, sort, filters.max_price_per_gpu_hour, [slug])
+        walk = Walk(sort, descending, limit, shared["after"], [slug], top)
         fallback = partial(_filtered_first, conn, partial(offers_query, **mine), filters)
         found += walk.rows(conn, keyed.where(OFFER.c.gpu_slug == slug), fallback)
     found.sort(key=lambda row: row["id"])
@@ -267,21 +293,22 @@ def _merged_per_gpu(
     return found[:limit]
 
 
-def _filtered_first(
-    conn: Connection, query: Any, filters: OfferFilters, limit: int
-) -> list[dict[str, Any]]:
+def _filtered_first(conn: Connection, query: Any, filters: OfferFilters, limit: int) -> list[int]:
     """The first ``limit`` offers with a key of a current listing, the filters first (their
     own indexes, or one scan) and the matches sorted: what a walk falls back on when the
     filters keep too few of the index's first entries. The precedence test is applied to
     the rows read (:func:`_outranked_later`), not to every match before the sort: two
     probes per match were most of its cost (0.39 s against 0.16 s without them, for a filter
-    keeping 105,000 of 200,000 offers)."""
+    keeping 105,000 of 200,000 offers). Only ids and keys are sorted (no observation, no
+    columns): the caller reads the page's rows by id."""
     if filters.include_peers or filters.source is not None:
         # a source filter: its own index, and often a peer source whose offers are mostly
         # outranked (read a prefix at a time, it would be read nearly whole, many times)
-        return _dicts(conn.execute(query(filters, nulls=False, scan=True).limit(limit)))
-    every_source = query(replace(filters, include_peers=True), nulls=False, scan=True)
-    return _outranked_later(conn, every_source, None, limit, 0)
+        ordered = query(filters, nulls=False, scan=True, ids_only=True)
+        return [row.id for row in conn.execute(ordered.limit(limit))]
+    every_source = replace(filters, include_peers=True)
+    ordered = query(every_source, nulls=False, scan=True, ids_only=True)
+    return [row["id"] for row in _outranked_later(conn, ordered, None, limit, 0)]
 
 
 def _outranked_later(
@@ -377,8 +404,9 @@ class Walk:
     limit: int
     after: After | None
     gpus: Sequence[str] | None
-    cap: Decimal | None = None
-    """``max_price_per_gpu_hour`` when the key is that price: where a descending walk starts."""
+    ceiling: int | None = None
+    """The largest key ``max_price_per_gpu_hour`` leaves (:func:`ceiling`): where a
+    descending walk starts, and the walk's upper end."""
 
     def rows(
         self, conn: Connection, keyed: Select[Any], filtered_first: Any
@@ -386,6 +414,8 @@ class Walk:
         dialect = conn.dialect.name
         key = sort_expression(self.sort, dialect)
         by_gpu = self.sort in BY_GPU and self.gpus is not None and len(self.gpus) == 1
+        if self.ceiling is not None:  # implied by the filters: where a descending walk starts
+            keyed = keyed.where(key <= self.ceiling)
         for depth in (PREFIX, PREFIX * WIDER):
             bound = self.bound(conn, key, by_gpu, depth)  # None: fewer offers left
             if self.descending:
@@ -395,7 +425,10 @@ class Walk:
                 rows = _dicts(conn.execute(walk.limit(self.limit)))
             if rows is not None and (len(rows) >= self.limit or bound is None):
                 return rows
-        return filtered_first(self.limit)  # type: ignore[no-any-return]
+        ids = filtered_first(self.limit)
+        if not ids:
+            return []
+        return _dicts(conn.execute(_by_ids(keyed, key, ids, self.descending)))
 
     def bound(self, conn: Connection, key: Any, by_gpu: bool, depth: int) -> Any:
         """The key ``depth`` active offers along the index from where the page starts
@@ -410,8 +443,8 @@ class Walk:
             if self.sort in INTEGER_KEYS:
                 start = int(Decimal(str(start)))
             stmt = stmt.where(key <= start if self.descending else key >= start)
-        if self.cap is not None:
-            stmt = stmt.where(key <= price_key_bound(self.cap))
+        if self.ceiling is not None:
+            stmt = stmt.where(key <= self.ceiling)
         order = key.desc() if self.descending else key
         return conn.execute(stmt.order_by(order).offset(depth).limit(1)).scalar()
 
