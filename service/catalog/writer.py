@@ -262,7 +262,7 @@ class Writer:
         conn = self.conn
         self.observations = []
         self._lazy_new_observations = None
-        trim_memos(self._prices, self._bases, self._bound)
+        trim_memos(self._prices, self._bases, self._bound, self._pflop_keys)
         if self._next_offer is None:
             self._next_offer = (conn.execute(select(func.max(OFFER.c.id))).scalar() or 0) + 1
             self._held = (self._next_offer - 1, self._next_obs - 1)
