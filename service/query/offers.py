@@ -19,7 +19,9 @@ path it is the indexed ``offer.gpu_hour_usd_e10`` that ingest writes with each p
 pinned path it is computed from the observation, so a cursor's key means the same on both.
 The key is never returned; the exact ``Decimal`` is. ``sort=price`` (USD per instance-hour)
 has its own integer key the same way, ``offer.hourly_usd_e10``
-(:func:`service.query.sql.hourly_key`).
+(:func:`service.query.sql.hourly_key`), and so has ``sort=price_per_pflop_hour``,
+``offer.pflop_hour_usd_e10`` (:func:`service.query.sql.pflop_hour_key`), which reference
+loads keep right too (:mod:`service.catalog.sort_keys`).
 """
 
 from __future__ import annotations
