@@ -24,8 +24,9 @@ from service.catalog.validation import StreamValidator
 BATCH_SIZE = 5_000
 """Records per batch: read, validated, diffed and written together. At most three are
 held at once (one validated ahead, one being validated, one being written): 5,000
-records a batch keep a 200,000-offer ingest under 250 MB (docs/ingest.md, "Memory"),
-and cost no more time than 10,000 (docs/benchmarks.md)."""
+records a batch keep a 200,000-offer ingest near 250 MB (docs/ingest.md, "Memory"), at
+the CPU time of 10,000 within this machine's noise (docs/benchmarks.md, "Memory
+bounded")."""
 
 _END = object()
 
