@@ -5,6 +5,7 @@ records, and a parser or validator need not work each one out again."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import update_wrapper
 from typing import Any, TypeVar
 
 MEMO_LIMIT = 1 << 16
@@ -34,7 +35,4 @@ def per_text(function: F) -> F:
             results[value] = found
         return found
 
-    remembered.__wrapped__ = function  # type: ignore[attr-defined]
-    remembered.__doc__ = function.__doc__
-    remembered.__name__ = getattr(function, "__name__", "remembered")
-    return remembered  # type: ignore[return-value]
+    return update_wrapper(remembered, function)  # type: ignore[return-value]

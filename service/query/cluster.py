@@ -12,22 +12,21 @@ def cluster_json(row: dict[str, Any]) -> dict[str, Any]:
     """An offer's ``interconnect`` and ``network`` objects (null when all is unknown), from
     its four cluster facts and ``cluster_basis`` (see service.catalog.cluster)."""
     basis = row.get("cluster_basis") or "----"
+    return {
+        "interconnect": _fact(row, basis[0:2], "interconnect", "gbps_per_gpu"),
+        "network": _fact(row, basis[2:4], "network", "gbps_per_node"),
+    }
+
+
+def _fact(row: dict[str, Any], basis: str, name: str, speed: str) -> dict[str, Any] | None:
+    """One fact (its kind and speed, each with its basis letter), None when both are
+    unknown."""
     of_kind, of_speed = _BASIS.get(basis[0]), _BASIS.get(basis[1])
-    interconnect = None
-    if of_kind or of_speed:
-        interconnect = {
-            "kind": row.get("interconnect"),
-            "kind_basis": of_kind,
-            "gbps_per_gpu": row.get("interconnect_gbps"),
-            "gbps_basis": of_speed,
-        }
-    of_kind, of_speed = _BASIS.get(basis[2]), _BASIS.get(basis[3])
-    network = None
-    if of_kind or of_speed:
-        network = {
-            "kind": row.get("network"),
-            "kind_basis": of_kind,
-            "gbps_per_node": row.get("network_gbps"),
-            "gbps_basis": of_speed,
-        }
-    return {"interconnect": interconnect, "network": network}
+    if not (of_kind or of_speed):
+        return None
+    return {
+        "kind": row.get(name),
+        "kind_basis": of_kind,
+        speed: row.get(f"{name}_gbps"),
+        "gbps_basis": of_speed,
+    }
