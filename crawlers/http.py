@@ -29,6 +29,7 @@ from crawlers.base import (
     Response,
     SourceError,
 )
+from schema.text import ascii_digits
 
 RETRYABLE_STATUS = {429, 500, 502, 503, 504}
 PAYLOAD_KEY = "_payload"
@@ -73,7 +74,7 @@ def _retry_after(value: str | None) -> float | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if ascii_digits(value):
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)

@@ -51,6 +51,7 @@ from crawlers.base import (
 )
 from crawlers.normalize.decimal_json import plain
 from crawlers.normalize.network import network_gbps
+from schema.text import ascii_digits
 
 log = logging.getLogger(__name__)
 
@@ -327,7 +328,7 @@ class AwsPriceList(ApiSource):
 
 def _positive_int(value: Any) -> int | None:
     text = str(value or "").replace(",", "").strip()
-    return int(text) if text.isdigit() and int(text) > 0 else None
+    return int(text) if ascii_digits(text) and int(text) > 0 else None
 
 
 def _gib(value: Any) -> str | None:

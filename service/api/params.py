@@ -13,6 +13,7 @@ from sqlalchemy import Connection
 
 from schema.codes import country_codes, currency_codes
 from schema.enums import Interconnect, Network, PriceKind
+from schema.text import ascii_digits
 from service.api.deps import ConnDep
 from service.api.problems import Problem
 from service.query.filters import (
@@ -113,7 +114,7 @@ def parse_as_of(conn: Connection, as_of: str | None, current: int) -> int:
     if as_of is None:
         return current
     text = as_of.strip()
-    if text.isdigit():
+    if ascii_digits(text):
         version = int(text)
         if version > current:
             raise invalid("as_of", f"version {version} does not exist yet (latest {current})")

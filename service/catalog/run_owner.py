@@ -22,6 +22,7 @@ from sqlalchemy import Connection, select, update
 
 from schema.crawl import CrawlRun
 from schema.enums import CrawlStatus
+from schema.text import ascii_digits
 
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]
 STALE_AFTER = timedelta(hours=6)
@@ -57,7 +58,7 @@ def owner_alive(owner: str | None) -> bool | None:
     if not owner:
         return None
     parts = owner.rsplit(":", 2)
-    if len(parts) != 3 or parts[0] != _host() or not parts[1].isdigit():
+    if len(parts) != 3 or parts[0] != _host() or not ascii_digits(parts[1]):
         return None
     pid, start = int(parts[1]), parts[2]
     try:

@@ -35,6 +35,7 @@ from typing import Any
 from sqlalchemy import Connection, case, exists, func, literal_column, or_, select
 
 from schema.enums import OfferStatus
+from schema.text import ascii_digits
 from service.compliance.queries import ComplianceError, export_control
 from service.query.facts import catalog_facts
 from service.query.filters import ComplianceSets, OfferFilters, apply_filters
@@ -498,7 +499,7 @@ def parse_compare_ids(values: Sequence[str]) -> list[int]:
     parts = [p.strip() for v in values for p in v.split(",") if p.strip()]
     ids: list[int] = []
     for part in parts:
-        if not part.isdigit() or len(part) > 10 or not 1 <= int(part) <= MAX_ID:
+        if not ascii_digits(part) or len(part) > 10 or not 1 <= int(part) <= MAX_ID:
             raise BadIds(f"{part[:20]!r} is not an offer id (a whole number from 1)")
         if int(part) in ids:
             raise BadIds(f"offer {int(part)} is listed twice")

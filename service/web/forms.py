@@ -17,6 +17,7 @@ from starlette.datastructures import QueryParams
 
 from schema.codes import country_codes
 from schema.enums import Interconnect, Network, PriceKind
+from schema.text import ascii_digits
 from service.query.filters import OfferFilters
 from service.query.sql import SORT_KEYS
 
@@ -138,7 +139,7 @@ def _decimal(form: ListingForm, name: str, text: str) -> Decimal | None:
 def _int(form: ListingForm, name: str, text: str, low: int, high: int) -> int | None:
     if not text:
         return None
-    if not text.isdigit() or not low <= int(text) <= high:
+    if not ascii_digits(text) or not low <= int(text) <= high:
         form.errors[name] = f"a whole number from {low} to {high:,}"
         return None
     return int(text)

@@ -18,6 +18,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from schema.enums import PriceKind
+from schema.text import ascii_digits
 from service.api.deps import ConnDep
 from service.compliance import NOTICE
 from service.compliance.filters import gdpr_countries
@@ -133,7 +134,7 @@ def index(request: Request, conn: ConnDep) -> HTMLResponse:
 
 @router.get("/offers/{offer_id}", response_class=HTMLResponse)
 def offer_page(offer_id: str, conn: ConnDep) -> HTMLResponse:
-    if not offer_id.isdigit() or len(offer_id) > MAX_ID_DIGITS:
+    if not ascii_digits(offer_id) or len(offer_id) > MAX_ID_DIGITS:
         return not_found(f"There is no offer {offer_id!r}.")
     number = int(offer_id)
     try:

@@ -15,6 +15,7 @@ from schema.alerts import (
     SubscriptionCreated,
     SubscriptionPublic,
 )
+from schema.text import ascii_digits
 from service.alerts.ssrf import UnsafeUrl
 from service.alerts.store import (
     LimitReached,
@@ -37,7 +38,7 @@ async def read_bounded_body(request: Request, limit: int = MAX_BODY_BYTES) -> No
     too_large = Problem(
         413, "Content too large", f"the body exceeds {limit} bytes", kind="content-too-large"
     )
-    if declared and declared.isdigit() and int(declared) > limit:
+    if declared and ascii_digits(declared) and int(declared) > limit:
         raise too_large
     chunks, size = [], 0
     async for chunk in request.stream():
