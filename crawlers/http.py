@@ -167,10 +167,14 @@ class Fetcher:
         handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed below, kept on disk)
             prefix="gpuatlas-", suffix=".payload", dir=self.spool_dir, delete=False
         )
-        with handle:
-            for chunk in raw.iter_bytes(1 << 20):
-                self._count(len(chunk))
-                handle.write(chunk)
+        try:
+            with handle:
+                for chunk in raw.iter_bytes(1 << 20):
+                    self._count(len(chunk))
+                    handle.write(chunk)
+        except BaseException:  # too large, a dropped connection...: no file left behind
+            Path(handle.name).unlink(missing_ok=True)
+            raise
         return Path(handle.name)
 
     def _count(self, size: int) -> None:
@@ -198,8 +202,34 @@ def drive(
     max_pages: int,
     on_page: Callable[[int, int], None] | None = None,
 ) -> CrawlOutput:
-    """Breadth-first over requests: fetch each, parse it, queue what parse asks for."""
+    """Breadth-first over requests: fetch each, parse it, queue what parse asks for.
+
+    A crawl that fails part-way deletes the responses it spooled to disk (a multi-GB AWS
+    offer file each) before the error goes on: nothing would ever read them."""
     output = CrawlOutput()
+    try:
+        return _drive(source, ctx, first, fetch, max_pages, on_page, output)
+    except BaseException:
+        discard_spooled(output)
+        raise
+
+
+def discard_spooled(output: CrawlOutput) -> None:
+    """Delete the files of ``output``'s spooled responses."""
+    for payload in output.payloads:
+        if payload.path is not None:
+            payload.path.unlink(missing_ok=True)
+
+
+def _drive(
+    source: ApiSource,
+    ctx: Context,
+    first: Iterable[Request],
+    fetch: Callable[[Request], Response],
+    max_pages: int,
+    on_page: Callable[[int, int], None] | None,
+    output: CrawlOutput,
+) -> CrawlOutput:
     queue: list[Request] = list(first)
     seen_urls: set[tuple[str, str, str]] = set()
     while queue:

@@ -8,6 +8,10 @@ that run and exits 0 whatever the crawl's outcome. When the child dies instead, 
 outlives ``settings.crawl_timeout_seconds``, the parent kills its whole process group
 (Scrapy's grandchild too) and writes ``failed: crashed`` or ``failed: timeout`` on the
 run, unless the child already closed it. Either way the caller carries on.
+
+The child's temporary files (responses spooled to disk, such as AWS's offer files of
+several GB) go to a folder of its own (``TMPDIR``), which the parent deletes when the
+child is gone, however it ended: a killed crawl leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 
 from sqlalchemy import Engine, select, update
@@ -76,27 +81,18 @@ def run_crawl_in_child(
         run_id = start_run(engine, name, trigger)
     limit = settings.crawl_timeout_seconds if timeout is None else timeout
     path = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)
-    child = subprocess.Popen(  # noqa: S603 (our own module, fixed arguments)
-        [sys.executable, "-m", "service.crawl.child", str(run_id), name, trigger],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": path},
-        start_new_session=True,  # its own process group: a timeout kills grandchildren too
-    )
-    reason: str | None = None
-    error: str | None = None
-    try:
-        _, stderr = child.communicate(settings.model_dump_json().encode(), timeout=limit)
-    except subprocess.TimeoutExpired:
-        _kill_group(child)
-        _, stderr = child.communicate()
-        reason, error = "timeout", f"no result after {limit:g} s: child process killed"
-    except BaseException:  # the parent itself is being stopped: take the child along
-        _kill_group(child)
-        child.wait()
-        _close(engine, run_id, "interrupted", "the parent process stopped during the crawl")
-        raise
+    with tempfile.TemporaryDirectory(
+        prefix=f"gpuatlas-run{run_id}-", ignore_cleanup_errors=True
+    ) as scratch:
+        child = subprocess.Popen(  # noqa: S603 (our own module, fixed arguments)
+            [sys.executable, "-m", "service.crawl.child", str(run_id), name, trigger],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": path, "TMPDIR": scratch},
+            start_new_session=True,  # its own process group: a timeout kills grandchildren too
+        )
+        reason, error, stderr = _wait(engine, settings, child, run_id, limit)
     code = child.returncode
     if reason is None and code != 0:
         how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
@@ -110,6 +106,25 @@ def run_crawl_in_child(
     outcome = ChildOutcome(name, run_id, status, final_reason, code, time.monotonic() - started)
     log.info("crawl %s (run %s): %s", name, run_id, outcome.label)
     return outcome
+
+
+def _wait(
+    engine: Engine, settings: Settings, child: subprocess.Popen[bytes], run_id: int, limit: float
+) -> tuple[str | None, str | None, bytes | None]:
+    """Hand the child its settings and wait for it (killed past ``limit`` seconds): the
+    reason and error to record when it did not end by itself, and its stderr."""
+    try:
+        _, stderr = child.communicate(settings.model_dump_json().encode(), timeout=limit)
+    except subprocess.TimeoutExpired:
+        _kill_group(child)
+        _, stderr = child.communicate()
+        return "timeout", f"no result after {limit:g} s: child process killed", stderr
+    except BaseException:  # the parent itself is being stopped: take the child along
+        _kill_group(child)
+        child.wait()
+        _close(engine, run_id, "interrupted", "the parent process stopped during the crawl")
+        raise
+    return None, None, stderr
 
 
 def _kill_group(child: subprocess.Popen[bytes]) -> None:

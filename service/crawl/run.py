@@ -18,7 +18,13 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from crawlers.base import ApiSource, Context, SourceError
-from crawlers.http import CrawlOutput, FetchPolicy, run_api_source, run_from_files
+from crawlers.http import (
+    CrawlOutput,
+    FetchPolicy,
+    discard_spooled,
+    run_api_source,
+    run_from_files,
+)
 from crawlers.pipeline import Pipeline, Rejected, SourceMeta
 from crawlers.registry import get_source
 from schema.enums import CrawlStatus
@@ -145,9 +151,8 @@ def _log_text(output: CrawlOutput) -> str | None:
 
 
 def _cleanup(output: CrawlOutput | None) -> None:
-    for p in output.payloads if output else ():
-        if p.path is not None:
-            p.path.unlink(missing_ok=True)
+    if output is not None:
+        discard_spooled(output)
 
 
 def parse_records(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import stat
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,33 @@ def test_a_crashing_child_is_recorded(
     assert outcome.label == "failed: crashed" and outcome.exit_code == -9
     row = run_row(sqlite_engine, outcome.crawl_run_id)
     assert "killed by signal 9" in row["error"]
+
+
+def test_a_killed_childs_temporary_files_are_deleted(
+    sqlite_engine: Engine,
+    sqlite_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The child spools into a folder of its own (TMPDIR), deleted once it is gone, even
+    when it was killed before its own cleanup could run."""
+    settings = Settings(database_url=sqlite_url, environment="test", _env_file=None)  # type: ignore[call-arg]
+    where = tmp_path / "where"
+    spooling = tmp_path / "python"  # stands in for the interpreter: spools, then dies
+    spooling.write_text(
+        "#!/bin/sh\n"
+        'head -c 100000 /dev/zero > "$TMPDIR/gpuatlas-spooled.payload"\n'
+        f'echo "$TMPDIR" > {where}\n'
+        "kill -KILL $$\n"
+    )
+    spooling.chmod(spooling.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setattr(sys, "executable", str(spooling))
+    outcome = run_crawl_in_child(sqlite_engine, settings, "oracle")
+    assert outcome.label == "failed: crashed"
+    scratch = Path(where.read_text().strip())
+    assert scratch.name.startswith(f"gpuatlas-run{outcome.crawl_run_id}-")
+    assert scratch.parent == Path(tempfile.gettempdir())  # not the system folder itself
+    assert not scratch.exists()
 
 
 def test_the_scheduler_survives_a_failing_crawl(sqlite_engine: Engine, sqlite_url: str) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -145,3 +147,53 @@ def test_the_backoff_setting_reaches_the_fetch_policy() -> None:
     assert fetch_policy(Settings(http_backoff_seconds=0.01, _env_file=None)).backoff_base == 0.01
     with pytest.raises(ValidationError, match="http_backoff_seconds"):
         Settings(http_backoff_seconds=-1, _env_file=None)
+
+
+class Spooled(Paged):
+    """Paged, each page spooled to a file as AWS's offer files are."""
+
+    name = "spooled-test"
+
+    def start(self, ctx: Context) -> Iterator[Request]:
+        yield Request(f"{ctx.base_url}/items", params={"page": "1"}, stream_to_file=True)
+
+    def parse(self, response: Response, ctx: Context) -> Iterator[dict[str, Any] | Request]:
+        for item in super().parse(response, ctx):
+            if isinstance(item, Request):
+                item = Request(item.url, params=item.params, stream_to_file=True)
+            yield item
+
+
+def spooled_files(folder: Path) -> list[Path]:
+    return sorted(folder.glob("gpuatlas-*.payload"))
+
+
+@pytest.mark.parametrize(
+    ("third", "reason"),
+    [
+        (Reply(b"gone", 404), "not found"),  # a page fails after two were spooled
+        (Reply(b"{not json"), "invalid payload"),  # a spooled page that cannot be parsed
+        (Reply(page(3, items=4000)), "too large"),  # the byte cap, half-way through a file
+    ],
+)
+def test_a_failed_crawl_leaves_no_spooled_file(
+    server: ReplayServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    third: Reply,
+    reason: str,
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    for n in (1, 2):
+        server.route(f"/items?page={n}", Reply(page(n)))
+    server.route("/items?page=3", third)
+    cap = 40_000 if reason == "too large" else 10**9
+    with pytest.raises(SourceError, match=reason):
+        run_api_source(Spooled(), Context(base_url=server.url), policy(max_bytes=cap))
+    assert spooled_files(tmp_path) == []
+    # the same crawl, successful, keeps its files for the ingest (which deletes them)
+    server.route("/items?page=3", Reply(page(3, last=True)))
+    output = run_api_source(Spooled(), Context(base_url=server.url), policy())
+    kept = [p.path for p in output.payloads]
+    assert len(output.records) == 9 and all(p is not None and p.exists() for p in kept)
+    assert spooled_files(tmp_path) == sorted(p for p in kept if p is not None)
