@@ -56,8 +56,10 @@ def test_the_api_and_pages_refuse_foreign_digits_with_a_clear_answer(
 
 @pytest.mark.parametrize("text", FOREIGN)
 def test_parsers_of_outside_text_skip_foreign_digits(text: str) -> None:
-    assert parse_listing(QueryParams({"per_page": text})).errors["per_page"].startswith(
-        "a whole number"
+    assert (
+        parse_listing(QueryParams({"per_page": text}))
+        .errors["per_page"]
+        .startswith("a whole number")
     )
     assert _positive_int(text) is None  # AWS's "gpu" counts
     assert _retry_after(text) is None  # neither seconds nor an HTTP date

@@ -8,7 +8,9 @@ at other prices (the precedence dedupe and ``include_peers`` have work to do), p
 headquarters and certifications for the synthetic providers (``provider_hq_not_in`` and
 ``cert`` select some of them). The SQLite file is kept between runs in the system temp
 folder (``gpuatlas-bench-listing-<offers>.db``; delete it to rebuild, migrations run on it
-at each start); PostgreSQL (``GPUATLAS_TEST_POSTGRES_URL``) is built afresh.
+at each start); PostgreSQL (``GPUATLAS_TEST_POSTGRES_URL``) is built afresh, or with
+``GPUATLAS_BENCH_LISTING_PG_KEEP=1`` kept between runs as database
+``gpuatlas_bench_listing_<offers>`` (drop it to rebuild; migrated at each start).
 
 ``GPUATLAS_BENCH_LISTING_MIX`` (default 500) combinations are drawn with a seed
 (``GPUATLAS_BENCH_LISTING_SEED``, default: random, always printed): a sort among the ten
@@ -70,6 +72,7 @@ SLOWEST = 5
 TIMEOUT = float(os.environ.get("GPUATLAS_BENCH_LISTING_TIMEOUT", "20"))
 """Seconds after which an in-process query is interrupted and counted at this figure."""
 HTTP = os.environ.get("GPUATLAS_BENCH_LISTING_HTTP", "1") != "0"
+PG_KEEP = os.environ.get("GPUATLAS_BENCH_LISTING_PG_KEEP", "0") == "1"
 """0: in process only (e.g. for a baseline whose slowest queries would hold the server)."""
 
 GPUS = ("h100", "a100", "l40s", "h200", "mi300x", "t4", "l4", "b200", "nvidia-h100-sxm-80gb")
@@ -471,9 +474,40 @@ def main() -> None:
         from service.core.db import normalize_url
         from tests.support.pg import pg_database
 
+        if PG_KEEP:
+            with postgres_catalog(normalize_url(pg)) as url:
+                run_backend("postgresql", url, seed)
+            return
         with pg_database(normalize_url(pg)) as url:
             build(url)
             run_backend("postgresql", url, seed)
+
+
+@contextmanager
+def postgres_catalog(admin_url: str) -> Iterator[str]:
+    """The PostgreSQL catalog kept between runs (``GPUATLAS_BENCH_LISTING_PG_KEEP=1``):
+    built when its database is new, migrated at each start."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.engine import make_url
+
+    name = f"gpuatlas_bench_listing_{N}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            exists = conn.execute(
+                text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}
+            ).first()
+            if not exists:
+                conn.execute(text(f'CREATE DATABASE "{name}"'))
+    finally:
+        admin.dispose()
+    url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    if exists:
+        print(f"  catalog: the kept database {name} (drop it to rebuild)")
+        upgrade(url)
+    else:
+        build(url)
+    yield url
 
 
 if __name__ == "__main__":

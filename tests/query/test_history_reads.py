@@ -19,8 +19,8 @@ from service.core.config import REFERENCE_DIR, Settings
 from service.core.db import make_engine
 from service.query.filters import OfferFilters
 from service.query.history import offer_history
-from service.query.offers import list_offers
-from service.query.sql import OBS
+from service.query.offers import After, list_offers
+from service.query.sql import OBS, SORT_KEYS
 from service.query.versions import change_feed, current_version, diff_versions
 from tests.support.factories import records
 
@@ -172,6 +172,58 @@ def as_of_listings_match(engine: Engine, catalog: tuple[int, list[dict[str, Any]
                 for o in list_offers(conn, everything, 7, start, version=version)
             ]
             assert paged == [o["id"] for o in listed]
+            every_sort_pages_at(conn, version, seen, paged=version == latest // 2)
+
+
+def _number(value: Any) -> Any:
+    """A sort value compared as it sorts: numbers as numbers, the provider as text."""
+    return value if isinstance(value, str) else Decimal(str(value))
+
+
+def every_sort_pages_at(
+    conn: Any, version: int, seen: dict[int, dict[str, Any]], *, paged: bool
+) -> None:
+    """Every sort of a pinned listing, both ways: the offers seen at ``version`` at their
+    price then, keyed ones by key then id and the rest by id, and (``paged``) a cursor's
+    pages the same (a pinned page sorts ids and keys, then reads its rows by id:
+    PostgreSQL's through a LATERAL probe per offer, service.query.sql.pinned_join)."""
+    everything = OfferFilters(include_peers=True)
+    for sort in SORT_KEYS:
+        for descending in (False, True):
+            listed = list_offers(
+                conn, everything, 1000, version=version, sort=sort, descending=descending
+            )
+            assert {o["id"]: o["amount"] for o in listed} == {
+                k: r["amount"] for k, r in seen.items()
+            }, (sort, descending)
+            keyed = [
+                (_number(o["sort_value"]), o["id"]) for o in listed if o["sort_value"] is not None
+            ]
+            if descending:
+                keyed.sort(key=lambda pair: pair[1])
+                keyed.sort(key=lambda pair: pair[0], reverse=True)
+            unkeyed = sorted(o["id"] for o in listed if o["sort_value"] is None)
+            order = [i for _, i in (keyed if descending else sorted(keyed))] + unkeyed
+            assert [o["id"] for o in listed] == order, (sort, descending)
+            if not paged:
+                continue
+            pages: list[int] = []
+            after = None
+            while True:
+                page = list_offers(
+                    conn,
+                    everything,
+                    5,
+                    version=version,
+                    sort=sort,
+                    descending=descending,
+                    after=after,
+                )
+                pages += [o["id"] for o in page]
+                if len(page) < 5:
+                    break
+                after = After(page[-1]["sort_value"], page[-1]["id"])
+            assert pages == order, (sort, descending)
 
 
 def history_is_every_observation_in_time_order(
