@@ -376,6 +376,9 @@ def percentile(times: list[float], p: float) -> float:
 
 def report(label: str, combos: list[Combo], mode: str) -> dict[str, float]:
     times = [c.times[mode] for c in combos if mode in c.times]
+    if not times:  # a small mix may draw none of this kind
+        print(f"  {label:<30} n=0")
+        return {}
     figure = {
         "p50": statistics.median(times) * 1000,
         "p90": percentile(times, 0.90) * 1000,
