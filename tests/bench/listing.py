@@ -24,7 +24,8 @@ PLAN / EXPLAIN). Then the cached figure: ``GPUATLAS_BENCH_LISTING_CACHED`` (defa
 of the combinations asked twice over HTTP without ``no-cache``, the second timed.
 
 Run alone: ``python -m tests.bench.listing`` (``GPUATLAS_BENCH_API_BACKENDS`` picks sqlite
-and/or postgresql, as for :mod:`tests.bench.api`). Asserts nothing about time.
+and/or postgresql, as for :mod:`tests.bench.api`; ``GPUATLAS_BENCH_LISTING_KINDS=pinned``
+or ``current`` times only that kind of the same mix). Asserts nothing about time.
 """
 
 from __future__ import annotations
@@ -73,6 +74,9 @@ TIMEOUT = float(os.environ.get("GPUATLAS_BENCH_LISTING_TIMEOUT", "20"))
 """Seconds after which an in-process query is interrupted and counted at this figure."""
 HTTP = os.environ.get("GPUATLAS_BENCH_LISTING_HTTP", "1") != "0"
 PG_KEEP = os.environ.get("GPUATLAS_BENCH_LISTING_PG_KEEP", "0") == "1"
+KINDS = os.environ.get("GPUATLAS_BENCH_LISTING_KINDS", "all")
+"""``pinned`` or ``current``: only the combinations of that kind (drawn from the same
+seeded mix, so the same combinations as in a full run)."""
 """0: in process only (e.g. for a baseline whose slowest queries would hold the server)."""
 
 GPUS = ("h100", "a100", "l40s", "h200", "mi300x", "t4", "l4", "b200", "nvidia-h100-sxm-80gb")
@@ -403,11 +407,14 @@ def run_backend(name: str, url: str, seed: int) -> None:
     print(f"  catalog: {active:,} active offers, {versions} versions")
     rng = random.Random(seed)
     combos = [draw(rng, n, versions) for n in range(1, MIX + 1)]
+    if KINDS in ("pinned", "current"):
+        combos = [c for c in combos if ("as_of" in c.params) == (KINDS == "pinned")]
     with engine.connect() as conn:  # warm the page cache and the facts cache
         for combo in combos[:10]:
             in_process(conn, combo)
     timeouts = 0
     for combo in combos:
+        cpu = time.process_time()
         with engine.connect() as conn, interrupted_after(conn, TIMEOUT):
             try:
                 seconds, _rows = in_process(conn, combo)
@@ -415,6 +422,8 @@ def run_backend(name: str, url: str, seed: int) -> None:
                 seconds, timeouts = TIMEOUT, timeouts + 1
                 conn.rollback()
         combo.times["direct"] = seconds
+        if seconds > 0:  # this process's CPU (with PostgreSQL, the server's is not in it)
+            combo.times["cpu"] = time.process_time() - cpu
     if timeouts:
         print(f"  {timeouts} combinations interrupted after {TIMEOUT:.0f} s (counted at that)")
     if HTTP:
@@ -437,6 +446,7 @@ def run_backend(name: str, url: str, seed: int) -> None:
     current = [c for c in timed if "as_of" not in c.params]
     report("  of which current (no as_of)", current, "direct")
     report("  of which as_of (pinned)", [c for c in timed if "as_of" in c.params], "direct")
+    report("in process, this process's CPU", timed, "cpu")
     if HTTP:
         report("HTTP no-cache (computed)", timed, "http")
         report("HTTP cached", [c for c in timed if "cached" in c.times], "cached")
