@@ -47,7 +47,7 @@ from sqlalchemy import (
 from sqlalchemy.types import String
 
 from schema.enums import OfferStatus
-from schema.prices import pflop_hour_key
+from schema.prices import SORT_KEY_SCALE, pflop_hour_key
 from service.query.facts import catalog_facts
 from service.query.filters import ComplianceSets, OfferFilters, apply_filters
 from service.query.places import place_rows
@@ -256,7 +256,7 @@ def list_offers(
     query = partial(offers_query, filters, **shared)
     if sort in INDEXED_SORTS and version is None and not offset:
         rows: list[dict[str, Any]] = []
-        if after is None or after.value is not None:
+        if (after is None or after.value is not None) and _may_have_keys(conn, sort, gpus):
             keyed = query(nulls=False)
             if sort in BY_VALUE:
                 rows = _by_value(conn, keyed, limit, descending, after)
@@ -329,6 +329,18 @@ def _pinned_by_ids(
     return [found[i] for i in ids if i in found]
 
 
+def _may_have_keys(conn: Connection, sort: str, gpus: Sequence[str] | None) -> bool:
+    """False when no offer of the GPU filter's models can have a USD per PFLOPS-hour key:
+    none of them has a BF16 TFLOPS figure (a T4, a V100). Their walk would read the whole
+    index for nothing: PostgreSQL, its estimate of such a model's keyed offers taken from
+    the model's share of the catalog, walked ``ix_offer_status_pflop_hour`` through every
+    keyed offer (184,000 in the listing benchmark, 0.2-0.3 s) to find none."""
+    if sort != "price_per_pflop_hour" or gpus is None:
+        return True
+    figures = catalog_facts(conn, datetime.now(UTC).date()).tflops_bf16
+    return any(pflop_hour_key(SORT_KEY_SCALE, figures.get(slug)) is not None for slug in gpus)
+
+
 def ceiling(
     conn: Connection, sort: str, cap: Decimal | None, gpus: Sequence[str] | None
 ) -> int | None:
@@ -362,6 +374,8 @@ def _merged_per_gpu(
     sort, descending = shared["sort"], shared["descending"]
     found: list[dict[str, Any]] = []
     for slug in shared["gpus"]:
+        if not _may_have_keys(conn, sort, [slug]):
+            continue
         mine = {**shared, "gpus": [slug]}
         top = ceiling(conn, sort, filters.max_price_per_gpu_hour, [slug])
         walk = Walk(sort, descending, limit, shared["after"], [slug], top)

@@ -226,6 +226,7 @@ PFLOP_FILTERS: list[dict[str, str]] = [
     {"gpu": "h100"},
     {"gpu": "h100", "not_country": "DE"},
     {"gpu": "nvidia-h100-pcie-80gb"},
+    {"gpu": "t4"},  # no BF16 figure: every offer unkeyed, by id (no walk at all)
     {"not_country": "US", "min_gpus": "3"},
     {"provider": "aws,lambda", "max_price_per_gpu_hour": "2"},
 ]
