@@ -144,37 +144,6 @@ def offers_query(
     ``scan``: filter first (see :func:`base_query`), then sort the matches.
     ``ids_only``: offer ids and keys only (a current read without the observation).
     """
-    stmt = _ordered(
-        filters,
-        dialect,
-        version=version,
-        compliance=compliance,
-        sort=sort,
-        descending=descending,
-        after=after,
-        nulls=nulls,
-        gpus=gpus,
-        scan=scan,
-        ids_only=ids_only,
-    )
-    return laterally(stmt, version, dialect)
-
-
-def _ordered(
-    filters: OfferFilters,
-    dialect: str,
-    *,
-    version: int | None = None,
-    compliance: ComplianceSets | None = None,
-    sort: str = "price_per_gpu_hour",
-    descending: bool = False,
-    after: After | None = None,
-    nulls: bool | None = None,
-    gpus: Sequence[str] | None = None,
-    scan: bool = False,
-    ids_only: bool = False,
-) -> Select[Any]:
-    """The statement of :func:`offers_query`, its pinned PostgreSQL columns not yet mapped."""
     key = sort_expression(sort, dialect, version)
     stmt = base_query(
         (OFFER.c.id, *([] if ids_only else OFFER_COLUMNS[1:]), key.label("sort_value")),
@@ -203,10 +172,11 @@ def _ordered(
                 within, or_(beyond, and_(key == after.value, OFFER.c.id > after.offer_id))
             )
         after = None
+    order = key.desc() if descending else key
     if nulls:
-        return stmt.order_by(OFFER.c.id)
+        return laterally(stmt.order_by(OFFER.c.id), version, dialect)
     if nulls is False:
-        return stmt.order_by(key.desc() if descending else key, OFFER.c.id)
+        return laterally(stmt.order_by(order, OFFER.c.id), version, dialect)
     if after is not None:
         if after.value is None:
             stmt = stmt.where(key.is_(None), OFFER.c.id > after.offer_id)
@@ -219,7 +189,7 @@ def _ordered(
                     and_(key == after.value, OFFER.c.id > after.offer_id),
                 )
             )
-    return stmt.order_by(key.is_(None), key.desc() if descending else key, OFFER.c.id)
+    return laterally(stmt.order_by(key.is_(None), order, OFFER.c.id), version, dialect)
 
 
 def list_offers(
