@@ -10,6 +10,7 @@ from sqlalchemy import (
     BigInteger,
     Float,
     Index,
+    LargeBinary,
     Numeric,
     PrimaryKeyConstraint,
     UniqueConstraint,
@@ -217,6 +218,14 @@ class Offer(SQLModel, table=True):
         description="sort key only: USD per PFLOPS-hour (BF16) x 10^10 as an exact integer "
         "(schema.prices.pflop_hour_key of gpu_hour_usd_e10 and the GPU model's TFLOPS), "
         "written by ingest with each price and by reference loads; never returned",
+    )
+    line_digest: bytes | None = Field(
+        default=None,
+        sa_type=LargeBinary,
+        description="storage only: the 16-byte digest of the raw line (a JSON Lines file's "
+        "line) seen with the offer's current state, which a later ingest of the same line "
+        "skips (service.catalog.lines); NULL when the state came from no verified line; "
+        "never returned",
     )
     first_seen_at: datetime = Field(sa_type=UTCDateTime)
     first_seen_version: int

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cached_property
+from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
@@ -34,11 +35,13 @@ class Current:
     status: str
     observation_id: int
     fingerprint: str | None
+    line: str | None = None
+    """The digest of the line last seen with this state (see service.catalog.lines)."""
 
     @classmethod
     def parse(cls, key: Key, state: str) -> Current:
         """An offer's current state from its :func:`load_current` text."""
-        amount, currency, digest, status, offer_id, observation_id = state.split(STATE_SEP)
+        amount, currency, digest, status, offer_id, observation_id, line = state.split(STATE_SEP)
         return cls(
             key.partition(KEY_SEP)[0],
             int(offer_id),
@@ -47,6 +50,7 @@ class Current:
             status,
             int(observation_id),
             digest or None,
+            line or None,
         )
 
 
@@ -64,6 +68,9 @@ class Diff:
     reopened: list[tuple[Current, OfferRecord, tuple[Any, ...], str]] = field(default_factory=list)
     touched: list[tuple[Current, tuple[Any, ...], str]] = field(default_factory=list)
     withdrawn: list[Current] = field(default_factory=list)
+    lines: list[tuple[int, str | None]] = field(default_factory=list)
+    """(offer id, line digest or None): the line digests to store (see
+    service.catalog.lines), written even when the diff is otherwise empty."""
 
     @property
     def empty(self) -> bool:
@@ -88,19 +95,23 @@ def diff_offers(
     current: dict[Key, str],
     resolver: Resolver,
     protected: set[Key] | None,
+    lines: list[str | None] | None = None,
 ) -> Diff:
     """Compare the crawl with the source's current offers; pure, writes nothing.
 
     The hot path is an unchanged offer: its expected state text (canonical amount,
     currency, attributes fingerprint, active) is compared with the stored one, and
-    nothing else is built for it."""
+    nothing else is built for it. ``lines``: each record's line digest (None: no line),
+    stored for an unchanged offer with no unmapped name (see service.catalog.lines); an
+    offer whose state changes loses its stored one."""
     diff = Diff()
-    added, new_provider = diff.new, diff.providers.add
+    added, new_provider, lined = diff.new, diff.providers.add, diff.lines.append
     attributes_of, digests, digest_of = resolver.attributes, resolver.digests, resolver.digest
     state_of, amount_text = current.get, decimal_to_text
     active_suffix = f"{STATE_SEP}{ACTIVE}{STATE_SEP}"
-    for record, key in zip(records, keys, strict=True):
+    for record, key, line in zip(records, keys, lines or repeat(None, len(keys)), strict=True):
         fields = record.__dict__
+        missed = resolver.missed
         attributes = attributes_of(fields)
         digest = digests.get(attributes) or digest_of(attributes)  # memoized fingerprint
         state = state_of(key)
@@ -111,9 +122,13 @@ def diff_offers(
         if state.startswith(
             f"{amount_text(fields['amount'])}{STATE_SEP}{fields['currency']}{STATE_SEP}"
             f"{digest}{active_suffix}"
-        ):
-            continue  # unchanged: the common case of a re-crawl
+        ):  # unchanged: the common case of a re-crawl
+            if line is not None and not state.endswith(line) and resolver.missed == missed:
+                lined((int(state.split(STATE_SEP)[4]), line))
+            continue
         old = Current.parse(key, state)
+        if old.line is not None:  # the line that gave the old state gives it no more
+            lined((old.id, None))
         if old.status != ACTIVE:
             diff.reopened.append((old, record, attributes, digest))
         elif old.amount != fields["amount"] or old.currency != fields["currency"]:
@@ -138,9 +153,10 @@ def _offer_id(offer: Current) -> int:
     return offer.id
 
 
-def load_current(conn: Connection, source: str) -> dict[Key, str]:
+def load_current(conn: Connection, source: str, *, lines: bool = True) -> dict[Key, str]:
     """The source's offers: identity key -> state text (canonical amount, currency,
-    fingerprint, status, offer id, observation id).
+    fingerprint, status, offer id, observation id, line digest in upper-case hex or empty;
+    always empty without ``lines``).
 
     The hot path of every re-crawl (hundreds of thousands of offers). The database
     assembles each offer's key and state and aggregates them into one text per window of
@@ -160,13 +176,22 @@ def load_current(conn: Connection, source: str) -> dict[Key, str]:
                 "status",
                 "id::text",
                 "observation_id::text",
+                "coalesce(upper(encode(line_digest, 'hex')), '')" if lines else "''",
             )
         )
         aggregate = f"string_agg({key} || chr(30) || {state}, chr(30))"
     else:  # one printf per offer: faster than chained || in SQLite (NULL -> '')
         marker = "?"
-        state_parts = ("amount", "currency", "fingerprint", "status", "id", "observation_id")
-        template = KEY_SEP.join(["%s"] * 5) + RECORD_SEP + STATE_SEP.join(["%s"] * 6)
+        state_parts = (
+            "amount",
+            "currency",
+            "fingerprint",
+            "status",
+            "id",
+            "observation_id",
+            "hex(line_digest)" if lines else "''",
+        )
+        template = KEY_SEP.join(["%s"] * 5) + RECORD_SEP + STATE_SEP.join(["%s"] * 7)
         aggregate = (
             f"group_concat(printf('{template}', {', '.join((*key_parts, *state_parts))}), char(30))"
         )

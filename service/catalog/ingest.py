@@ -39,6 +39,14 @@ from service.catalog.diff import (
 )
 from service.catalog.diff_listener import DiffListener
 from service.catalog.fx import FxTable, Rate, check_against_stored, store_rates
+from service.catalog.lines import (
+    LineIndex,
+    LineRecords,
+    clear_lines,
+    known_lines,
+    lines_apply,
+    store_lines,
+)
 from service.catalog.locations import location_targets, refresh
 from service.catalog.resolver import Reference, Resolver
 from service.catalog.results import CrawlResult, IngestError, IngestResult, Payload, clip
@@ -93,15 +101,17 @@ def ingest(
     # reads the source's current offers and stores the raw payloads: the read is one long
     # database step and the payloads' compression a long zlib call, both without the GIL
     # (see service.catalog.diff.load_current).
+    index = LineIndex() if isinstance(records, LineRecords) else None
     with no_gc_pauses():
-        batches = Batches(crawl.source, records, crawl.rejections, size=batch_size)
+        batches = Batches(crawl.source, records, crawl.rejections, size=batch_size, index=index)
         try:
             with writer(engine).begin() as conn, write_cache(conn):
                 lock_writer(conn)
                 # taken under the lock: runs of a source finish in the order they wrote,
                 # which is the order an unchanged crawl reads them in (unchanged.py)
                 now = now or utcnow()
-                current = load_current(conn, crawl.source)
+                digest = reference_digest(conn)  # what an unchanged re-crawl compares
+                current = _load_current(conn, crawl, digest, index)
                 store_payloads(conn, crawl_run_id, crawl.payloads)
                 context = _Context(
                     conn,
@@ -113,13 +123,13 @@ def ingest(
                     now,
                     on_diff,
                     diff_listener.wanted(conn),
+                    index is not None and index.refused,
                 )
-                digest = reference_digest(conn)  # what an unchanged re-crawl compares
                 applied = _apply(context, batches)
                 if applied is None:  # an offer written turned out ambiguous: again
                     protected = batches.validator.protected
                     batches = Batches(
-                        crawl.source, records, crawl.rejections, protected, batch_size
+                        crawl.source, records, crawl.rejections, protected, batch_size, index
                     )
                     applied = _apply(context, batches)
                     if applied is None:
@@ -127,6 +137,29 @@ def ingest(
                 return _close(context, batches.validator, applied, digest)
         finally:
             batches.close()
+
+
+def _load_current(
+    conn: Connection, crawl: CrawlResult, digest: str, index: LineIndex | None
+) -> dict[Key, str]:
+    """The source's current state (see load_current); for records read from lines, the
+    stored line digests are opened to the reader when they hold (service.catalog.lines):
+    otherwise at once, empty, so the lines are read while the state is."""
+    source = crawl.source
+    if index is None:
+        return load_current(conn, source)
+    if not lines_apply(conn, source, crawl.parser_version, digest):
+        index.refuse()
+        return load_current(conn, source, lines=False)
+    current = load_current(conn, source)
+    index.open(known_lines(current, _placed(conn, source)), current)
+    return current
+
+
+def _placed(conn: Connection, source: str) -> set[str]:
+    """The regions whose offers' locations follow their records (none for a peer
+    catalog, whose refresh covers every offer of its providers)."""
+    return location_targets(conn) if ":" not in source else set()
 
 
 @dataclass
@@ -140,6 +173,9 @@ class _Context:
     now: datetime
     on_diff: DiffListener
     wants_diff: bool
+    relines: bool = False
+    """Whether the source's stored line digests are forgotten first (they were recorded
+    under another parser version or other reference data)."""
 
 
 @dataclass
@@ -177,18 +213,21 @@ def _apply(context: _Context, batches: Batches) -> _Applied | None:
         batches.validator,
         context.settings.max_price_factor,
     )
-    targets = location_targets(conn) if ":" not in crawl.source else set()
-    for records, keys in batches:
+    targets = _placed(conn, crawl.source)
+    if context.relines:
+        clear_lines(conn, crawl.source)
+    for records, keys, lines in batches:
         if validator.late:
             continue  # applied again; the rest is read for the offers to leave out
         resolver.trim()
-        diff = diff_offers(records, keys, current, resolver, None)
+        diff = diff_offers(records, keys, current, resolver, None, lines)
         for old, record, _, _ in diff.changed:
             reason = price_out_of_band(old, record, factor)
             if reason is not None:
                 applied.out_of_band.append((_key(record), reason))
         ensure_providers(conn, diff.providers, resolver)
         _write(context, applied, diff)
+        store_lines(conn, diff.lines)
         applied.added += len(diff.new) + len(diff.reopened)
         applied.changed += len(diff.changed)
         applied.updated += len(diff.touched)

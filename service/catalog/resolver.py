@@ -77,6 +77,8 @@ class Resolver:
         self.unmapped: Counter[tuple[str, str]] = Counter()
         """(kind, name) -> how many records named it (see :meth:`tally_unmapped`)."""
         self.records_unmapped = 0
+        self.missed = 0
+        """Records with an unmapped name resolved so far (whether one record had any)."""
         self._misses: dict[tuple[tuple[str | None, str | None] | None, Any], int] = {}
         """(unmapped GPU names, unmapped provider/region) -> records: one dict increment
         per unmapped record, expanded into :attr:`unmapped` once, at the end."""
@@ -152,6 +154,7 @@ class Resolver:
             (fields["provider"], fields["region"]) if region_country is None else None,
         )
         self._misses[miss] = self._misses.get(miss, 0) + 1
+        self.missed += 1
 
     def tally_unmapped(self) -> None:
         """Add the unmapped names counted so far to :attr:`unmapped` and

@@ -13,6 +13,7 @@ from sqlalchemy import Engine
 
 from schema.enums import CrawlStatus
 from service.catalog.ingest import ingest
+from service.catalog.lines import Fresh, Known, LineIndex, line_digest, parse_line
 from service.catalog.results import CrawlResult, IngestResult, Payload, Rejection
 from service.catalog.runs import finish_crawl_run, start_crawl_run
 from service.catalog.unchanged import confirm_unchanged
@@ -32,8 +33,15 @@ class JsonlRecords:
         self.rejections: list[Rejection] = []
 
     def __iter__(self) -> Iterator[Any]:
+        return self.items()
+
+    def items(self, index: LineIndex | None = None) -> Iterator[Any]:
+        """Each line's value; with ``index`` (once it is open), each line as
+        :class:`~service.catalog.lines.Known` when an active offer holds its digest, else
+        as :class:`~service.catalog.lines.Fresh` (see :mod:`service.catalog.lines`)."""
         self.rejections.clear()
-        reject, source, loads = self.rejections.append, self.source, orjson.loads
+        reject, source = self.rejections.append, self.source
+        known = index.wait() if index is not None else None
         with self.path.open("rb") as handle:
             for number, line in enumerate(_lines(handle), start=1):
                 position = number - 1
@@ -44,14 +52,19 @@ class JsonlRecords:
                     continue
                 if not line.strip():
                     continue
+                digest = None
+                if known is not None:
+                    digest = line_digest(line)
+                    key = known.get(digest)
+                    if key is not None:
+                        yield Known(key, digest, line, source)
+                        continue
                 try:
-                    value = loads(line)
+                    value = parse_line(line, source)
                 except orjson.JSONDecodeError as exc:
                     reject(Rejection(position, f"line {number}: invalid JSON ({exc})"))
                     continue
-                if isinstance(value, dict):
-                    value.setdefault("source", source)
-                yield value
+                yield value if digest is None else Fresh(value, digest)
 
 
 def _lines(handle: BinaryIO) -> Iterator[bytes | None]:

@@ -15,11 +15,11 @@ from itertools import islice
 from operator import itemgetter
 from typing import Any
 
-from schema.records import OfferRecord
 from service.catalog.columns import Key
 from service.catalog.diff import Diff
+from service.catalog.lines import LineIndex, LineRecords
 from service.catalog.results import Rejection
-from service.catalog.validation import StreamValidator
+from service.catalog.validation import Batch, StreamValidator
 
 BATCH_SIZE = 5_000
 """Records per batch: read, validated, diffed and written together. At most three are
@@ -45,8 +45,10 @@ class Batches:
         upstream: Sequence[Rejection],
         protected: Iterable[Key] = (),
         size: int = BATCH_SIZE,
+        index: LineIndex | None = None,
     ) -> None:
-        self.validator = StreamValidator(source, upstream, protected)
+        self.validator = StreamValidator(source, upstream, protected, index)
+        self._index = index
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=1)
         self._stop = threading.Event()
         self._thread = threading.Thread(
@@ -56,7 +58,11 @@ class Batches:
 
     def _run(self, records: Iterable[Any], size: int) -> None:
         try:
-            items = iter(records)
+            items = (
+                records.items(self._index)
+                if self._index is not None and isinstance(records, LineRecords)
+                else iter(records)
+            )
             while not self._stop.is_set():
                 chunk = list(islice(items, size))
                 if not chunk:
@@ -74,7 +80,7 @@ class Batches:
             except queue.Full:
                 continue
 
-    def __iter__(self) -> Iterator[tuple[list[OfferRecord], list[Key]]]:
+    def __iter__(self) -> Iterator[Batch]:
         while True:
             item = self._queue.get()
             if item is _END:
@@ -87,6 +93,8 @@ class Batches:
 
     def close(self) -> None:
         self._stop.set()
+        if self._index is not None:
+            self._index.release()  # a reader still waiting for it goes on, to stop
         self._thread.join()
 
 

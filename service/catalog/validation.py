@@ -16,12 +16,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
 from schema.records import OFFER_RECORDS, OfferRecord, describe_validation_error
 from service.catalog.columns import Key, join_key
+from service.catalog.lines import Fresh, Known, LineIndex
 from service.catalog.results import Rejection, safe_excerpt
 
 
@@ -38,11 +39,28 @@ class Validated:
     service.catalog.locations)."""
 
 
+class Batch(NamedTuple):
+    """A batch's valid records, each one's identity key and line digest (``lines``: None
+    when the records come from no lines; see service.catalog.lines)."""
+
+    records: list[OfferRecord]
+    keys: list[Key]
+    lines: list[str | None] | None = None
+
+
 class StreamValidator:
-    """Validates one crawl's records, a batch at a time, in the crawl's order."""
+    """Validates one crawl's records, a batch at a time, in the crawl's order.
+
+    A :class:`~service.catalog.lines.Known` line is counted as seen without a record, with
+    its offer's stored amount (``index``); a second record of its offer is read after all,
+    so duplicates are judged as on the full path."""
 
     def __init__(
-        self, source: str, upstream: Sequence[Rejection], protected: Iterable[Key] = ()
+        self,
+        source: str,
+        upstream: Sequence[Rejection],
+        protected: Iterable[Key] = (),
+        index: LineIndex | None = None,
     ) -> None:
         self.source = source
         self.upstream = upstream
@@ -51,7 +69,11 @@ class StreamValidator:
         self.rejections: list[Rejection] = []
         """This validation's own rejections, in position order."""
         self.protected: set[Key] = set(protected)
-        self.seen: dict[Key, Decimal] = {}
+        self.seen: dict[Key, Decimal | None] = {}
+        """The amount first seen under each key (None: a skipped line's, the stored one)."""
+        self.index = index
+        self.skipped = 0
+        """Lines skipped as unchanged."""
         self.regions: set[str] = set()
         self.position = 0
         self.late = False
@@ -73,19 +95,27 @@ class StreamValidator:
             self.late = True  # handed on in an earlier batch
         self.protected.add(key)
 
-    def batch(self, items: Sequence[Any]) -> tuple[list[OfferRecord], list[Key]]:
-        """The valid records of the next ``items`` of the crawl with their keys, without
-        the offers protected so far."""
+    def batch(self, items: Sequence[Any]) -> Batch:
+        """The valid records of the next ``items`` of the crawl with their keys (and line
+        digests), without the offers protected so far."""
         first = self.position
         self.position += len(items)
         self._batch_keys = batch_keys = set()
+        items, digests = _unwrapped(items)
         validated = _validated(items)
         records: list[OfferRecord] = []
         keys: list[Key] = []
+        lines: list[str | None] | None = None if digests is None else []
         source, seen, join = self.source, self.seen, join_key
         add_region = self.regions.add
         for offset, (item, record) in enumerate(zip(items, validated, strict=True)):
             position = first + offset
+            if type(record) is Known:
+                if record.key not in seen:  # the offer as stored: nothing to read
+                    seen[record.key] = None
+                    self.skipped += 1
+                    continue
+                item, record = record.parsed().value, None  # a second record: judged
             if record is None:
                 try:
                     record = OfferRecord.model_validate(item)
@@ -116,7 +146,7 @@ class StreamValidator:
                 )
             )
             if key in seen:
-                if seen[key] != fields["amount"]:
+                if self._amount(key) != fields["amount"]:
                     self.rejections.append(
                         Rejection(
                             position,
@@ -130,14 +160,26 @@ class StreamValidator:
             batch_keys.add(key)
             records.append(record)
             keys.append(key)
+            if lines is not None and digests is not None:
+                lines.append(digests[offset])
         self._protect_upstream()
         self._batch_keys = set()
         # An offer reported twice with two prices is ambiguous: keep neither price.
         protected = self.protected
         if protected:
-            kept = [(r, k) for r, k in zip(records, keys, strict=True) if k not in protected]
-            records, keys = [r for r, _ in kept], [k for _, k in kept]
-        return records, keys
+            kept = [i for i, k in enumerate(keys) if k not in protected]
+            records, keys = [records[i] for i in kept], [keys[i] for i in kept]
+            if lines is not None:
+                lines = [lines[i] for i in kept]
+        return Batch(records, keys, lines)
+
+    def _amount(self, key: Key) -> Decimal:
+        """The amount first seen under ``key`` (a skipped line's: its offer's stored one)."""
+        amount = self.seen[key]
+        if amount is None:
+            assert self.index is not None  # only an index makes lines Known
+            amount = self.seen[key] = self.index.amount(key)
+        return amount
 
     @property
     def offers(self) -> int:
@@ -157,7 +199,7 @@ def validate(source: str, records: Iterable[Any], upstream: Sequence[Rejection] 
     """A whole crawl validated in one go (the streaming ingest validates it in batches)."""
     validator = StreamValidator(source, upstream)
     items = list(records)
-    kept, keys = validator.batch(items)
+    kept, keys, _ = validator.batch(items)
     protected = validator.protected
     kept_keys = [(r, k) for r, k in zip(kept, keys, strict=True) if k not in protected]
     return Validated(
@@ -173,7 +215,7 @@ def _validated(items: Sequence[Any]) -> list[OfferRecord | None]:
     """Each item as an OfferRecord where it already is one or the batch validates in one
     call; None for the items of a batch with an invalid record (validated again one by one
     by the caller, for each one's reason)."""
-    raw = [index for index, item in enumerate(items) if not isinstance(item, OfferRecord)]
+    raw = [index for index, item in enumerate(items) if not isinstance(item, OfferRecord | Known)]
     out: list[OfferRecord | None] = list(items)
     if not raw:
         return out
@@ -186,6 +228,16 @@ def _validated(items: Sequence[Any]) -> list[OfferRecord | None]:
     for index, record in zip(raw, records, strict=True):
         out[index] = record
     return out
+
+
+def _unwrapped(items: Sequence[Any]) -> tuple[Sequence[Any], list[str | None] | None]:
+    """Items read from lines (:class:`~service.catalog.lines.Fresh` values unwrapped,
+    :class:`~service.catalog.lines.Known` ones kept) with each line's digest; other items
+    as they are, with None."""
+    if not items or type(items[0]) not in (Fresh, Known):
+        return items, None
+    values = [item.value if type(item) is Fresh else item for item in items]
+    return values, [item.digest for item in items]
 
 
 def _loose_key(item: Any, source: str) -> Key | None:

@@ -1,0 +1,186 @@
+"""Unchanged lines skipped: a raw line seen before with an offer's current state is not
+parsed, validated or diffed again.
+
+An ingest of a JSON Lines file digests each line (:func:`line_digest`). The offer whose
+current state a line was last seen with, unchanged, stores that line's digest
+(``offer.line_digest``). When the ingest runs with the parser version and the reference
+data of the source's last good ingest (:func:`lines_apply`), the same bytes give the same
+record, so a line whose digest an active offer holds is that offer, unchanged: the reader
+hands it on as :class:`Known` (its key only), and the validator counts it as seen, with
+the amount the offer has. Every other line takes the full path as :class:`Fresh` (its
+parsed value and its digest).
+
+What keeps a stored digest true (docs/ingest.md, "Unchanged lines"):
+
+* it is written only for a line the full path found unchanged, with no unmapped name, so
+  what the line gives is what the offer holds (never from a write: a stored amount may be
+  rounded);
+* a change, an update in place or a reopening clears it, as does a reference load that
+  re-resolves the offer (whose next ingest runs with other reference data anyway);
+* an ingest with another parser version or other reference data skips nothing and clears
+  the source's digests first, then records those of its own unchanged lines;
+* offers in ``global`` or group regions are never skipped (their locations are
+  re-derived from what each line states).
+
+The digest is 16 bytes of blake2b: a line of another offer or price taken for a stored one
+needs two different lines with one digest, a 2^-128 chance per pair (about 2^-88 for a
+million lines against a million stored ones), and a collision made on purpose costs
+about 2^64 hash evaluations.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Collection, Iterator
+from decimal import Decimal
+from typing import Any, Protocol, runtime_checkable
+
+import orjson
+from sqlalchemy import Connection, select, update
+
+from schema.crawl import CrawlRun
+from schema.enums import CrawlStatus
+from schema.prices import Offer
+from service.catalog.bulk import bulk_update
+from service.catalog.columns import ACTIVE, KEY_SEP, Key
+from service.catalog.diff import STATE_SEP
+
+OFFER = Offer.__table__  # type: ignore[attr-defined]
+RUN = CrawlRun.__table__  # type: ignore[attr-defined]
+
+DIGEST_BYTES = 16
+PERSON = b"gpuatlas-line-1"
+"""Salts the digest; a new value (a change to how a line becomes a record outside the
+parser version and the reference data) makes every stored digest unknown."""
+
+
+def line_digest(line: bytes) -> str:
+    """A raw line's digest (its trailing newline left out), as upper-case hex: the text
+    :func:`service.catalog.diff.load_current` reads ``offer.line_digest`` as."""
+    if line.endswith(b"\n"):
+        line = line[:-1]
+    return hashlib.blake2b(line, digest_size=DIGEST_BYTES, person=PERSON).hexdigest().upper()
+
+
+def parse_line(line: bytes, source: str) -> Any:
+    """A JSON Lines line's value (``source`` filled in when absent); raises
+    ``orjson.JSONDecodeError``."""
+    value = orjson.loads(line)
+    if isinstance(value, dict):
+        value.setdefault("source", source)
+    return value
+
+
+class Known:
+    """A line whose digest an active offer holds: that offer, unchanged (not parsed)."""
+
+    __slots__ = ("digest", "key", "line", "source")
+
+    def __init__(self, key: Key, digest: str, line: bytes, source: str) -> None:
+        self.key, self.digest, self.line, self.source = key, digest, line, source
+
+    def parsed(self) -> Fresh:
+        """The line read after all (a second record of an offer already seen)."""
+        return Fresh(parse_line(self.line, self.source), self.digest)
+
+
+class Fresh:
+    """A line read and parsed, with its digest (recorded when it turns out unchanged)."""
+
+    __slots__ = ("digest", "value")
+
+    def __init__(self, value: Any, digest: str) -> None:
+        self.value, self.digest = value, digest
+
+
+class LineIndex:
+    """Line digest -> offer key of the source's skippable offers, handed by the ingest
+    (once it holds the lock and has read the current state) to the thread reading the
+    lines, which waits for it."""
+
+    def __init__(self) -> None:
+        self._ready = threading.Event()
+        self.known: dict[str, Key] = {}
+        self._current: dict[Key, str] = {}
+        self.refused = False
+        """Whether the stored digests do not hold for this ingest (nothing is skipped, and
+        they are forgotten)."""
+
+    def refuse(self) -> None:
+        """Let the reader go on, skipping nothing: the stored digests do not hold."""
+        self.refused = True
+        self._ready.set()
+
+    def open(self, known: dict[str, Key], current: dict[Key, str]) -> None:
+        """Let the reader go on, skipping the lines of ``known`` (empty: none)."""
+        self.known, self._current = known, current
+        self._ready.set()
+
+    def release(self) -> None:
+        """Let a waiting reader go on (the ingest ends before opening the index)."""
+        self._ready.set()
+
+    def wait(self) -> dict[str, Key]:
+        self._ready.wait()
+        return self.known
+
+    def amount(self, key: Key) -> Decimal:
+        """The stored amount of a skipped line's offer (what its record says)."""
+        return Decimal(self._current[key].partition(STATE_SEP)[0])
+
+
+@runtime_checkable
+class LineRecords(Protocol):
+    """Records read from lines, which can be handed on as :class:`Known` and :class:`Fresh`
+    (``service.catalog.snapshot.JsonlRecords``)."""
+
+    def items(self, index: LineIndex | None = None) -> Iterator[Any]: ...
+
+
+def known_lines(current: dict[Key, str], placed: Collection[str]) -> dict[str, Key]:
+    """Digest -> key of the active offers with a line digest, except those in the regions
+    ``placed`` (``global`` and groups: their locations follow each line)."""
+    active = f"{STATE_SEP}{ACTIVE}{STATE_SEP}"
+    known: dict[str, Key] = {}
+    for key, state in current.items():
+        head, _, digest = state.rpartition(STATE_SEP)
+        if digest and active in head:
+            known[digest] = key
+    if placed:
+        known = {d: k for d, k in known.items() if k.split(KEY_SEP)[2] not in placed}
+    return known
+
+
+def lines_apply(
+    conn: Connection, source: str, parser_version: str | None, reference_digest: str
+) -> bool:
+    """Whether stored line digests of ``source`` hold for this ingest: its last good
+    ingest (the newest ``ok`` run) had the same parser version and reference data."""
+    last = conn.execute(
+        select(RUN.c.parser_version, RUN.c.reference_digest)
+        .where(RUN.c.source == source, RUN.c.status == CrawlStatus.ok.value)
+        .order_by(RUN.c.finished_at.desc(), RUN.c.id.desc())
+        .limit(1)
+    ).first()
+    return last is not None and tuple(last) == (parser_version, reference_digest)
+
+
+def clear_lines(conn: Connection, source: str) -> None:
+    """Forget the source's line digests (they were recorded under another parser version
+    or other reference data)."""
+    conn.execute(
+        update(OFFER)
+        .where(OFFER.c.source == source, OFFER.c.line_digest.is_not(None))
+        .values(line_digest=None)
+    )
+
+
+def store_lines(conn: Connection, rows: list[tuple[int, str | None]]) -> None:
+    """Set (offer id, hex digest or None) on the offers."""
+    bulk_update(
+        conn,
+        OFFER,
+        ("id", "line_digest"),
+        [(offer_id, None if d is None else bytes.fromhex(d)) for offer_id, d in rows],
+    )
