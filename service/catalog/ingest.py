@@ -286,6 +286,7 @@ def _close(
         seen=offers,
         rejected=len(rejections),
         rejections=rejections,
+        skipped=validator.skipped,
     )
     out_of_band = next((r for key, r in applied.out_of_band if key not in protected), None)
     reason = implausible(conn, settings, crawl.source, offers, out_of_band)
@@ -373,11 +374,21 @@ def _finish(
             finished_at=now,
             catalog_version=result.catalog_version,
             source_urls=list(crawl.source_urls),
-            log=clip(crawl.log, 100000),
+            log=clip(_log(crawl, result), 100000),
             **result.counts,
             **extra,
         )
     )
+
+
+def _log(crawl: CrawlResult, result: IngestResult) -> str | None:
+    if not result.skipped:
+        return crawl.log
+    note = (
+        f"{result.skipped} lines as stored with their offers' current state "
+        "(same parser version and reference data): not parsed, validated or diffed"
+    )
+    return "\n".join(filter(None, [note, crawl.log]))
 
 
 def ingest_rates(

@@ -99,6 +99,9 @@ class IngestResult:
     rejected: int = 0
     unmapped: int = 0
     rejections: list[Rejection] = field(default_factory=list)
+    skipped: int = 0
+    """Lines skipped as unchanged (service.catalog.lines): counted in ``seen`` as the full
+    path counts them; not one of the stored :attr:`counts`."""
 
     @property
     def counts(self) -> dict[str, int]:
