@@ -5,7 +5,7 @@ that decides whether it may be applied.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cached_property
@@ -68,7 +68,7 @@ class Diff:
     reopened: list[tuple[Current, OfferRecord, tuple[Any, ...], str]] = field(default_factory=list)
     touched: list[tuple[Current, tuple[Any, ...], str]] = field(default_factory=list)
     withdrawn: list[Current] = field(default_factory=list)
-    lines: list[tuple[int, str | None]] = field(default_factory=list)
+    lines: list[tuple[int, bytes | None]] = field(default_factory=list)
     """(offer id, line digest or None): the line digests to store (see
     service.catalog.lines), written even when the diff is otherwise empty."""
 
@@ -95,15 +95,16 @@ def diff_offers(
     current: dict[Key, str],
     resolver: Resolver,
     protected: set[Key] | None,
-    lines: list[str | None] | None = None,
+    lines: list[bytes | None] | None = None,
+    placed: Collection[str] = (),
 ) -> Diff:
     """Compare the crawl with the source's current offers; pure, writes nothing.
 
     The hot path is an unchanged offer: its expected state text (canonical amount,
     currency, attributes fingerprint, active) is compared with the stored one, and
     nothing else is built for it. ``lines``: each record's line digest (None: no line),
-    stored for an unchanged offer with no unmapped name (see service.catalog.lines); an
-    offer whose state changes loses its stored one."""
+    stored for an unchanged offer with no unmapped name outside the regions ``placed``
+    (see service.catalog.lines); an offer whose state changes loses its stored one."""
     diff = Diff()
     added, new_provider, lined = diff.new, diff.providers.add, diff.lines.append
     attributes_of, digests, digest_of = resolver.attributes, resolver.digests, resolver.digest
@@ -123,7 +124,12 @@ def diff_offers(
             f"{amount_text(fields['amount'])}{STATE_SEP}{fields['currency']}{STATE_SEP}"
             f"{digest}{active_suffix}"
         ):  # unchanged: the common case of a re-crawl
-            if line is not None and not state.endswith(line) and resolver.missed == missed:
+            if (
+                line is not None
+                and not state.endswith(line.hex().upper())
+                and resolver.missed == missed
+                and fields["region"] not in placed
+            ):
                 lined((int(state.split(STATE_SEP)[4]), line))
             continue
         old = Current.parse(key, state)

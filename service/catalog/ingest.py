@@ -152,14 +152,8 @@ def _load_current(
         index.refuse()
         return load_current(conn, source, lines=False)
     current = load_current(conn, source)
-    index.open(known_lines(current, _placed(conn, source)), current)
+    index.open(known_lines(current), current)
     return current
-
-
-def _placed(conn: Connection, source: str) -> set[str]:
-    """The regions whose offers' locations follow their records (none for a peer
-    catalog, whose refresh covers every offer of its providers)."""
-    return location_targets(conn) if ":" not in source else set()
 
 
 @dataclass
@@ -213,14 +207,14 @@ def _apply(context: _Context, batches: Batches) -> _Applied | None:
         batches.validator,
         context.settings.max_price_factor,
     )
-    targets = _placed(conn, crawl.source)
+    targets = location_targets(conn) if ":" not in crawl.source else set()
     if context.relines:
         clear_lines(conn, crawl.source)
     for records, keys, lines in batches:
         if validator.late:
             continue  # applied again; the rest is read for the offers to leave out
         resolver.trim()
-        diff = diff_offers(records, keys, current, resolver, None, lines)
+        diff = diff_offers(records, keys, current, resolver, None, lines, targets)
         for old, record, _, _ in diff.changed:
             reason = price_out_of_band(old, record, factor)
             if reason is not None:

@@ -6,9 +6,9 @@ current state a line was last seen with, unchanged, stores that line's digest
 (``offer.line_digest``). When the ingest runs with the parser version and the reference
 data of the source's last good ingest (:func:`lines_apply`), the same bytes give the same
 record, so a line whose digest an active offer holds is that offer, unchanged: the reader
-hands it on as :class:`Known` (its key only), and the validator counts it as seen, with
-the amount the offer has. Every other line takes the full path as :class:`Fresh` (its
-parsed value and its digest).
+hands it on as :data:`Known` (its key and bytes, not parsed), and the validator counts it
+as seen, with the amount the offer has. Every other line takes the full path as
+:class:`Fresh` (its parsed value and its digest).
 
 What keeps a stored digest true (docs/ingest.md, "Unchanged lines"):
 
@@ -19,8 +19,9 @@ What keeps a stored digest true (docs/ingest.md, "Unchanged lines"):
   re-resolves the offer (whose next ingest runs with other reference data anyway);
 * an ingest with another parser version or other reference data skips nothing and clears
   the source's digests first, then records those of its own unchanged lines;
-* offers in ``global`` or group regions are never skipped (their locations are
-  re-derived from what each line states).
+* it is not written for offers in ``global`` or group regions, which are never skipped
+  (their locations are re-derived from what each line states; which regions those are
+  is reference data).
 
 The digest is 16 bytes of blake2b: a line of another offer or price taken for a stored one
 needs two different lines with one digest, a 2^-128 chance per pair (about 2^-88 for a
@@ -30,10 +31,10 @@ about 2^64 hash evaluations.
 
 from __future__ import annotations
 
-import hashlib
 import threading
-from collections.abc import Collection, Iterator
+from collections.abc import Iterator
 from decimal import Decimal
+from hashlib import blake2b
 from typing import Any, Protocol, runtime_checkable
 
 import orjson
@@ -43,7 +44,7 @@ from schema.crawl import CrawlRun
 from schema.enums import CrawlStatus
 from schema.prices import Offer
 from service.catalog.bulk import bulk_update
-from service.catalog.columns import ACTIVE, KEY_SEP, Key
+from service.catalog.columns import ACTIVE, Key
 from service.catalog.diff import STATE_SEP
 
 OFFER = Offer.__table__  # type: ignore[attr-defined]
@@ -55,12 +56,11 @@ PERSON = b"gpuatlas-line-1"
 parser version and the reference data) makes every stored digest unknown."""
 
 
-def line_digest(line: bytes) -> str:
-    """A raw line's digest (its trailing newline left out), as upper-case hex: the text
-    :func:`service.catalog.diff.load_current` reads ``offer.line_digest`` as."""
-    if line.endswith(b"\n"):
-        line = line[:-1]
-    return hashlib.blake2b(line, digest_size=DIGEST_BYTES, person=PERSON).hexdigest().upper()
+def line_digest(line: bytes) -> bytes:
+    """A raw line's digest (the last line of a file counts as ending with a newline)."""
+    if not line.endswith(b"\n"):
+        line += b"\n"
+    return blake2b(line, digest_size=DIGEST_BYTES, person=PERSON).digest()
 
 
 def parse_line(line: bytes, source: str) -> Any:
@@ -72,17 +72,10 @@ def parse_line(line: bytes, source: str) -> Any:
     return value
 
 
-class Known:
-    """A line whose digest an active offer holds: that offer, unchanged (not parsed)."""
-
-    __slots__ = ("digest", "key", "line", "source")
-
-    def __init__(self, key: Key, digest: str, line: bytes, source: str) -> None:
-        self.key, self.digest, self.line, self.source = key, digest, line, source
-
-    def parsed(self) -> Fresh:
-        """The line read after all (a second record of an offer already seen)."""
-        return Fresh(parse_line(self.line, self.source), self.digest)
+Known = tuple
+"""A line whose digest an active offer holds, handed on as the tuple (offer key, the
+line's bytes): that offer, unchanged, not parsed (a tuple: the cheapest object to build,
+and one that JSON never parses into)."""
 
 
 class Fresh:
@@ -90,8 +83,13 @@ class Fresh:
 
     __slots__ = ("digest", "value")
 
-    def __init__(self, value: Any, digest: str) -> None:
+    def __init__(self, value: Any, digest: bytes) -> None:
         self.value, self.digest = value, digest
+
+
+def read_known(line: bytes, source: str) -> Fresh:
+    """A :data:`Known` line read after all (a second record of an offer already seen)."""
+    return Fresh(parse_line(line, source), line_digest(line))
 
 
 class LineIndex:
@@ -101,7 +99,7 @@ class LineIndex:
 
     def __init__(self) -> None:
         self._ready = threading.Event()
-        self.known: dict[str, Key] = {}
+        self.known: dict[bytes, Key] = {}
         self._current: dict[Key, str] = {}
         self.refused = False
         """Whether the stored digests do not hold for this ingest (nothing is skipped, and
@@ -112,7 +110,7 @@ class LineIndex:
         self.refused = True
         self._ready.set()
 
-    def open(self, known: dict[str, Key], current: dict[Key, str]) -> None:
+    def open(self, known: dict[bytes, Key], current: dict[Key, str]) -> None:
         """Let the reader go on, skipping the lines of ``known`` (empty: none)."""
         self.known, self._current = known, current
         self._ready.set()
@@ -121,7 +119,7 @@ class LineIndex:
         """Let a waiting reader go on (the ingest ends before opening the index)."""
         self._ready.set()
 
-    def wait(self) -> dict[str, Key]:
+    def wait(self) -> dict[bytes, Key]:
         self._ready.wait()
         return self.known
 
@@ -138,18 +136,15 @@ class LineRecords(Protocol):
     def items(self, index: LineIndex | None = None) -> Iterator[Any]: ...
 
 
-def known_lines(current: dict[Key, str], placed: Collection[str]) -> dict[str, Key]:
-    """Digest -> key of the active offers with a line digest, except those in the regions
-    ``placed`` (``global`` and groups: their locations follow each line)."""
-    active = f"{STATE_SEP}{ACTIVE}{STATE_SEP}"
-    known: dict[str, Key] = {}
-    for key, state in current.items():
-        head, _, digest = state.rpartition(STATE_SEP)
-        if digest and active in head:
-            known[digest] = key
-    if placed:
-        known = {d: k for d, k in known.items() if k.split(KEY_SEP)[2] not in placed}
-    return known
+def known_lines(current: dict[Key, str]) -> dict[bytes, Key]:
+    """Digest -> key of the active offers with a line digest."""
+    active, sep = f"{STATE_SEP}{ACTIVE}{STATE_SEP}", STATE_SEP
+    unhex = bytes.fromhex
+    return {
+        unhex(state[-32:]): key
+        for key, state in current.items()
+        if state[-1] != sep and active in state  # the digest, last, is 32 hex digits
+    }
 
 
 def lines_apply(
@@ -176,11 +171,6 @@ def clear_lines(conn: Connection, source: str) -> None:
     )
 
 
-def store_lines(conn: Connection, rows: list[tuple[int, str | None]]) -> None:
-    """Set (offer id, hex digest or None) on the offers."""
-    bulk_update(
-        conn,
-        OFFER,
-        ("id", "line_digest"),
-        [(offer_id, None if d is None else bytes.fromhex(d)) for offer_id, d in rows],
-    )
+def store_lines(conn: Connection, rows: list[tuple[int, bytes | None]]) -> None:
+    """Set (offer id, digest or None) on the offers."""
+    bulk_update(conn, OFFER, ("id", "line_digest"), rows)

@@ -13,7 +13,7 @@ from sqlalchemy import Engine
 
 from schema.enums import CrawlStatus
 from service.catalog.ingest import ingest
-from service.catalog.lines import Fresh, Known, LineIndex, line_digest, parse_line
+from service.catalog.lines import Fresh, LineIndex, line_digest, parse_line
 from service.catalog.results import CrawlResult, IngestResult, Payload, Rejection
 from service.catalog.runs import finish_crawl_run, start_crawl_run
 from service.catalog.unchanged import confirm_unchanged
@@ -37,7 +37,7 @@ class JsonlRecords:
 
     def items(self, index: LineIndex | None = None) -> Iterator[Any]:
         """Each line's value; with ``index`` (once it is open), each line as
-        :class:`~service.catalog.lines.Known` when an active offer holds its digest, else
+        :data:`~service.catalog.lines.Known` when an active offer holds its digest, else
         as :class:`~service.catalog.lines.Fresh` (see :mod:`service.catalog.lines`)."""
         self.rejections.clear()
         reject, source = self.rejections.append, self.source
@@ -57,7 +57,7 @@ class JsonlRecords:
                     digest = line_digest(line)
                     key = known.get(digest)
                     if key is not None:
-                        yield Known(key, digest, line, source)
+                        yield (key, line)  # Known
                         continue
                 try:
                     value = parse_line(line, source)

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from schema.records import OFFER_RECORDS, OfferRecord, describe_validation_error
 from service.catalog.columns import Key, join_key
-from service.catalog.lines import Fresh, Known, LineIndex
+from service.catalog.lines import Fresh, Known, LineIndex, read_known
 from service.catalog.results import Rejection, safe_excerpt
 
 
@@ -45,13 +45,13 @@ class Batch(NamedTuple):
 
     records: list[OfferRecord]
     keys: list[Key]
-    lines: list[str | None] | None = None
+    lines: list[bytes | None] | None = None
 
 
 class StreamValidator:
     """Validates one crawl's records, a batch at a time, in the crawl's order.
 
-    A :class:`~service.catalog.lines.Known` line is counted as seen without a record, with
+    A :data:`~service.catalog.lines.Known` line is counted as seen without a record, with
     its offer's stored amount (``index``); a second record of its offer is read after all,
     so duplicates are judged as on the full path."""
 
@@ -105,17 +105,20 @@ class StreamValidator:
         validated = _validated(items)
         records: list[OfferRecord] = []
         keys: list[Key] = []
-        lines: list[str | None] | None = None if digests is None else []
+        lines: list[bytes | None] | None = None if digests is None else []
         source, seen, join = self.source, self.seen, join_key
         add_region = self.regions.add
         for offset, (item, record) in enumerate(zip(items, validated, strict=True)):
             position = first + offset
             if type(record) is Known:
-                if record.key not in seen:  # the offer as stored: nothing to read
-                    seen[record.key] = None
+                if record[0] not in seen:  # the offer as stored: nothing to read
+                    seen[record[0]] = None
                     self.skipped += 1
                     continue
-                item, record = record.parsed().value, None  # a second record: judged
+                fresh = read_known(record[1], source)  # a second record: judged
+                item, record = fresh.value, None
+                if digests is not None:
+                    digests[offset] = fresh.digest
             if record is None:
                 try:
                     record = OfferRecord.model_validate(item)
@@ -230,14 +233,14 @@ def _validated(items: Sequence[Any]) -> list[OfferRecord | None]:
     return out
 
 
-def _unwrapped(items: Sequence[Any]) -> tuple[Sequence[Any], list[str | None] | None]:
+def _unwrapped(items: Sequence[Any]) -> tuple[Sequence[Any], list[bytes | None] | None]:
     """Items read from lines (:class:`~service.catalog.lines.Fresh` values unwrapped,
-    :class:`~service.catalog.lines.Known` ones kept) with each line's digest; other items
-    as they are, with None."""
+    :data:`~service.catalog.lines.Known` ones kept) with each fresh line's digest; other
+    items as they are, with None."""
     if not items or type(items[0]) not in (Fresh, Known):
         return items, None
     values = [item.value if type(item) is Fresh else item for item in items]
-    return values, [item.digest for item in items]
+    return values, [item.digest if type(item) is Fresh else None for item in items]
 
 
 def _loose_key(item: Any, source: str) -> Key | None:

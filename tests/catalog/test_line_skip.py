@@ -412,7 +412,7 @@ def test_line_digests_ignore_only_the_newline() -> None:
     assert line_digest(b'{"a": 1}\n') == line_digest(b'{"a": 1}')
     assert line_digest(b'{"a": 1}\r\n') != line_digest(b'{"a": 1}')
     assert line_digest(b'{"a": 1} ') != line_digest(b'{"a": 1}')
-    assert len(bytes.fromhex(line_digest(b"x"))) == 16
+    assert len(line_digest(b"x")) == 16
 
 
 def test_ingest_file_skips_lines_of_a_file_elsewhere(pair: Pair, tmp_path: Path) -> None:
@@ -448,8 +448,7 @@ def _roundtrip(url: str, tmp_path: Path) -> None:
         path.write_bytes(b"".join(line(offer(i)) + b"\n" for i in range(OFFERS)))
         for _ in range(2):
             ingest_jsonl(engine, settings, path, "acme", complete=False)
-        # recorded for offer 1 too (region global), which is read every time all the same
-        assert sum(d is not None for *_, d in digests(engine)) == SKIPPABLE + 1
+        assert sum(d is not None for *_, d in digests(engine)) == SKIPPABLE
         downgrade(url, "0021")
         engine.dispose()
         with engine.connect() as conn:
