@@ -219,14 +219,6 @@ class Offer(SQLModel, table=True):
         "(schema.prices.pflop_hour_key of gpu_hour_usd_e10 and the GPU model's TFLOPS), "
         "written by ingest with each price and by reference loads; never returned",
     )
-    line_digest: bytes | None = Field(
-        default=None,
-        sa_type=LargeBinary,
-        description="storage only: the 16-byte digest of the raw line (a JSON Lines file's "
-        "line) seen with the offer's current state, which a later ingest of the same line "
-        "skips (service.catalog.lines); NULL when the state came from no verified line; "
-        "never returned",
-    )
     first_seen_at: datetime = Field(sa_type=UTCDateTime)
     first_seen_version: int
     last_changed_at: datetime = Field(sa_type=UTCDateTime)
@@ -276,6 +268,19 @@ class PriceObservation(SQLModel, table=True):
     version_to: int | None = None
     crawl_run_id: int = Field(foreign_key="crawl_run.id")
     raw_sha256: str | None = Field(default=None, max_length=64)
+
+
+class OfferLine(SQLModel, table=True):
+    """The digest of the raw line (a JSON Lines file's line) last seen, unchanged, with an
+    offer's current state, which a later ingest of the same line skips
+    (``service.catalog.lines``). Storage only, never returned; no row (no line known) is
+    always safe. A narrow table of its own: recording the lines of a whole crawl writes
+    these small rows, not every offer row again."""
+
+    __tablename__ = "offer_line"
+
+    offer_id: int = Field(primary_key=True, foreign_key="offer.id")
+    digest: bytes = Field(sa_type=LargeBinary, description="blake2b, 16 bytes")
 
 
 class OfferLocation(SQLModel, table=True):

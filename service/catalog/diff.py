@@ -161,8 +161,8 @@ def _offer_id(offer: Current) -> int:
 
 def load_current(conn: Connection, source: str, *, lines: bool = True) -> dict[Key, str]:
     """The source's offers: identity key -> state text (canonical amount, currency,
-    fingerprint, status, offer id, observation id, line digest in upper-case hex or empty;
-    always empty without ``lines``).
+    fingerprint, status, offer id, observation id, line digest (``offer_line``) in
+    upper-case hex or empty; always empty without ``lines``).
 
     The hot path of every re-crawl (hundreds of thousands of offers). The database
     assembles each offer's key and state and aggregates them into one text per window of
@@ -182,7 +182,7 @@ def load_current(conn: Connection, source: str, *, lines: bool = True) -> dict[K
                 "status",
                 "id::text",
                 "observation_id::text",
-                "coalesce(upper(encode(line_digest, 'hex')), '')" if lines else "''",
+                "coalesce(upper(encode(digest, 'hex')), '')" if lines else "''",
             )
         )
         aggregate = f"string_agg({key} || chr(30) || {state}, chr(30))"
@@ -195,12 +195,13 @@ def load_current(conn: Connection, source: str, *, lines: bool = True) -> dict[K
             "status",
             "id",
             "observation_id",
-            "hex(line_digest)" if lines else "''",
+            "hex(digest)" if lines else "''",
         )
         template = KEY_SEP.join(["%s"] * 5) + RECORD_SEP + STATE_SEP.join(["%s"] * 7)
         aggregate = (
             f"group_concat(printf('{template}', {', '.join((*key_parts, *state_parts))}), char(30))"
         )
+    tables = "offer LEFT JOIN offer_line ON offer_id = id" if lines else "offer"
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     current: dict[Key, str] = {}
     try:
@@ -208,7 +209,7 @@ def load_current(conn: Connection, source: str, *, lines: bool = True) -> dict[K
         last = cursor.fetchone()[0] or 0
         for low in range(1, last + 1, STATE_WINDOW):
             cursor.execute(
-                f"SELECT {aggregate} FROM offer "
+                f"SELECT {aggregate} FROM {tables} "
                 f"WHERE source = {marker} AND id >= {marker} AND id < {marker}",
                 (source, low, low + STATE_WINDOW),
             )

@@ -3,7 +3,7 @@ parsed, validated or diffed again.
 
 An ingest of a JSON Lines file digests each line (:func:`line_digest`). The offer whose
 current state a line was last seen with, unchanged, stores that line's digest
-(``offer.line_digest``). When the ingest runs with the parser version and the reference
+(``offer_line``). When the ingest runs with the parser version and the reference
 data of the source's last good ingest (:func:`lines_apply`), the same bytes give the same
 record, so a line whose digest an active offer holds is that offer, unchanged: the reader
 hands it on as :data:`Known` (its key and bytes, not parsed), and the validator counts it
@@ -38,16 +38,16 @@ from hashlib import blake2b
 from typing import Any, Protocol, runtime_checkable
 
 import orjson
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, delete, select
 
 from schema.crawl import CrawlRun
 from schema.enums import CrawlStatus
-from schema.prices import Offer
-from service.catalog.bulk import bulk_update
+from schema.prices import Offer, OfferLine
 from service.catalog.columns import ACTIVE, Key
 from service.catalog.diff import STATE_SEP
 
 OFFER = Offer.__table__  # type: ignore[attr-defined]
+LINE = OfferLine.__table__  # type: ignore[attr-defined]
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]
 
 DIGEST_BYTES = 16
@@ -165,12 +165,40 @@ def clear_lines(conn: Connection, source: str) -> None:
     """Forget the source's line digests (they were recorded under another parser version
     or other reference data)."""
     conn.execute(
-        update(OFFER)
-        .where(OFFER.c.source == source, OFFER.c.line_digest.is_not(None))
-        .values(line_digest=None)
+        delete(LINE).where(LINE.c.offer_id.in_(select(OFFER.c.id).where(OFFER.c.source == source)))
     )
 
 
 def store_lines(conn: Connection, rows: list[tuple[int, bytes | None]]) -> None:
-    """Set (offer id, digest or None) on the offers."""
-    bulk_update(conn, OFFER, ("id", "line_digest"), rows)
+    """Set each (offer id, digest) given, remove those given as (offer id, None)."""
+    if not rows:
+        return
+    if conn.dialect.name != "postgresql":
+        gone = [(offer_id,) for offer_id, digest in rows if digest is None]
+        if gone:
+            conn.exec_driver_sql("DELETE FROM offer_line WHERE offer_id = ?", gone)  # type: ignore[arg-type]
+        kept = [row for row in rows if row[1] is not None]
+        if kept:
+            conn.exec_driver_sql(
+                "INSERT OR REPLACE INTO offer_line (offer_id, digest) VALUES (?, ?)",
+                kept,  # type: ignore[arg-type]
+            )
+        return
+    driver: Any = conn.connection.driver_connection
+    with driver.cursor() as cursor:  # COPY, then one statement each way
+        cursor.execute(
+            "CREATE TEMPORARY TABLE staged_line (offer_id integer, digest bytea) ON COMMIT DROP"
+        )
+        with cursor.copy("COPY staged_line (offer_id, digest) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        cursor.execute(
+            "DELETE FROM offer_line AS l USING staged_line AS s "
+            "WHERE l.offer_id = s.offer_id AND s.digest IS NULL"
+        )
+        cursor.execute(
+            "INSERT INTO offer_line (offer_id, digest) "
+            "SELECT offer_id, digest FROM staged_line WHERE digest IS NOT NULL "
+            "ON CONFLICT (offer_id) DO UPDATE SET digest = excluded.digest"
+        )
+        cursor.execute("DROP TABLE staged_line")
