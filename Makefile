@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # test processes (pytest-xdist): 3 on this 2-core machine, because many tests wait on a
 # subprocess, a server or a lease (measured 2026-12-04: 620 s with 3 against 794 s with 2);
 # 0 runs the suite in this process
-PYTEST_WORKERS ?= 3
+PYTEST_WORKERS ?= 4
 
 CHROMIUM ?= /usr/bin/chromium
 # axe-core, the accessibility engine the browser tests inject into each page (npm, pinned)
@@ -58,7 +58,7 @@ axe:
 test: setup chromium axe
 	@pg_url="$$(bash .ci/postgres-url)" || exit 1; \
 	if [ -n "$$pg_url" ]; then echo "PostgreSQL tests on $$pg_url"; else echo "PostgreSQL not reachable: its tests are skipped"; fi; \
-	GPUATLAS_TEST_POSTGRES_URL="$$pg_url" $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --durations=25 $(PYTEST_ARGS)
+	GPUATLAS_TEST_POSTGRES_URL="$$pg_url" $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal --durations=25 $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
