@@ -8,9 +8,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 export GPUATLAS_DATABASE_URL ?= sqlite:///./gpuatlas.db
 PYTEST_ARGS ?=
-# test processes (pytest-xdist): 3 on this 2-core machine, because many tests wait on a
-# subprocess, a server or a lease (measured 2026-12-04: 620 s with 3 against 794 s with 2);
-# 0 runs the suite in this process
+# test processes (pytest-xdist): 4 on this 2-core machine, because many tests wait on a
+# subprocess, a server or a lease (measured 2026-12-04: 620 s with 3 against 794 s with 2;
+# a fresh clone under CI=true, 679 s with 4 and work stealing against 713 s with 3), work
+# stolen so the few minute-long tests do not end the run alone; 0 runs the suite in this
+# process
 PYTEST_WORKERS ?= 4
 
 CHROMIUM ?= /usr/bin/chromium
