@@ -11,6 +11,7 @@ from sqlmodel.sql.sqltypes import AutoString
 import schema
 from schema.types import DecimalType, UTCDateTime
 from service.core.db import make_engine
+from service.core.migrate import on_dialect
 
 config = context.config
 target_metadata = schema.metadata
@@ -35,6 +36,7 @@ def _configure(connection: Connection) -> None:
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
         render_item=render_item,
+        include_object=on_dialect(connection.dialect.name),
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from alembic import command
 from alembic.config import Config
 
@@ -22,3 +24,15 @@ def upgrade(database_url: str, revision: str = "head") -> None:
 
 def downgrade(database_url: str, revision: str = "base") -> None:
     command.downgrade(alembic_config(database_url), revision)
+
+
+def on_dialect(dialect: str) -> Any:
+    """Alembic's ``include_object`` for ``dialect``: leaves out the schema's objects made for
+    another database only (``Index(...).ddl_if(dialect=...)``), which autogenerate does not
+    itself honour."""
+
+    def include(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
+        only = getattr(getattr(obj, "_ddl_if", None), "dialect", None)
+        return only is None or only == dialect
+
+    return include

@@ -58,9 +58,13 @@ from service.query.sql import (
     OFFER_COLUMNS,
     PFLOP_GPU,
     NotFound,
+    Walked,
+    in_force_unindexed,
     laterally,
     outranked,
+    pinned_gpu_hour_order,
     pinned_join,
+    pinned_order_value,
     price_key_bound,
     sort_expression,
     visible_at,
@@ -269,6 +273,10 @@ def _pinned_page(
     ``version`` is computed and the matches sorted, ids and keys only (a sort of whole rows
     moved ~1 KB a match through the sort: 1.0 against 0.6 s for 100,000 matches on
     PostgreSQL), the peer precedence applied to the rows read (:func:`_outranked_later`)."""
+    if sort in PINNED_WALKS and not offset and (after is None or after.value is not None):
+        walked = _pinned_walk(conn, filters, version, compliance, descending, after, limit)
+        if walked is not None:
+            return walked
     every_source = filters if filters.include_peers else replace(filters, include_peers=True)
     ordered = offers_query(
         every_source,
@@ -283,6 +291,78 @@ def _pinned_page(
     if filters.include_peers:
         return [row.id for row in conn.execute(ordered.limit(limit).offset(offset))]
     return [row["id"] for row in _outranked_later(conn, ordered, version, limit, offset)]
+
+
+def _pinned_walk(
+    conn: Connection,
+    filters: OfferFilters,
+    version: int,
+    compliance: ComplianceSets | None,
+    descending: bool,
+    after: After | None,
+    limit: int,
+) -> list[int] | None:
+    """The ids of a pinned page in the default order (USD per GPU-hour) read along the
+    observations' price index (``ix_price_observation_gpu_hour[_key]``, which holds the
+    versions too), or None when the walk cannot tell: then every match is sorted
+    (:func:`_pinned_page`).
+
+    Every observation of every version is in the index, and those in force at ``version``
+    are a fraction of them (one in 25 a month back in the history benchmark), so the walk
+    is bounded as a current one is (:class:`Walk`): the price P of the :data:`PREFIX`-th
+    entry from where the page starts (read from the index alone), then the observations in
+    force at ``version`` priced up to P, matched against the filters, in order. If they
+    hold the page, it is the page: every later offer costs more (or as much, with a
+    higher id). Else the walk is tried once more :data:`WIDER` times deeper, then given
+    up (selective filters: sorting their matches is cheaper), as it is when the index
+    ends short of the page (the offers without a USD price come last: the full path reads
+    them). The peer precedence is tested on the rows read (:func:`_outranked_later`)."""
+    dialect = conn.dialect.name
+    order = pinned_gpu_hour_order(dialect)
+    key = sort_expression("price_per_gpu_hour", dialect, version)
+    every_source = filters if filters.include_peers else replace(filters, include_peers=True)
+    walk = (
+        select(OFFER.c.id, key.label("sort_value"))
+        .select_from(Walked(OBS, OFFER, OFFER.c.id == OBS.c.offer_id))
+        .where(in_force_unindexed(version, dialect), order.is_not(None))
+    )
+    walk = apply_filters(walk, every_source, dialect, compliance, version=version)
+    start = None
+    if after is not None:
+        start = pinned_order_value(int(Decimal(str(after.value))), dialect)
+        within = order <= start if descending else order >= start
+        beyond = order < start if descending else order > start
+        walk = walk.where(
+            within, or_(beyond, and_(order == start, OBS.c.offer_id > after.offer_id))
+        )
+    walk = walk.order_by(order.desc() if descending else order, OBS.c.offer_id)
+    cap = None  # the price filter's largest key: where a descending walk starts
+    if filters.max_price_per_gpu_hour is not None:
+        cap = pinned_order_value(price_key_bound(filters.max_price_per_gpu_hour), dialect)
+        if descending:
+            walk = walk.where(order <= cap)
+    for depth in (PREFIX, PREFIX * WIDER):
+        stop = select(order).select_from(OBS).where(order.is_not(None))
+        if start is not None:
+            stop = stop.where(order <= start if descending else order >= start)
+        if cap is not None:
+            stop = stop.where(order <= cap)
+        stop = stop.order_by(order.desc() if descending else order).offset(depth).limit(1)
+        bound = conn.execute(stop).scalar()  # None: fewer entries are left, all walked
+        if descending:
+            bounded = walk if bound is None else walk.where(order >= bound)
+        else:  # one end of the range: SQLite took the looser of two, and read past it
+            end = cap if bound is None else bound
+            bounded = walk if end is None else walk.where(order <= end)
+        if filters.include_peers:
+            ids = [row.id for row in conn.execute(bounded.limit(limit))]
+        else:
+            ids = [row["id"] for row in _outranked_later(conn, bounded, version, limit, 0)]
+        if len(ids) >= limit:
+            return ids
+        if bound is None:
+            return None
+    return None
 
 
 def _pinned_by_ids(
@@ -405,6 +485,9 @@ def _outranked_later(
         fetch *= 4
 
 
+PINNED_WALKS = frozenset({"price_per_gpu_hour"})
+"""Sorts whose pinned page is first walked along an index of the observations
+(:func:`_pinned_walk`)."""
 INDEXED_SORTS = frozenset(
     {"price_per_gpu_hour", "price", "provider", "gpu_count", "price_per_pflop_hour"}
 )

@@ -8,9 +8,20 @@ from alembic.migration import MigrationContext
 from sqlalchemy import Engine, inspect, text
 
 import schema
+from schema.prices import OBS_GPU_HOUR_KEY_SQLITE
 from service.core.db import make_engine
-from service.core.migrate import downgrade, upgrade
+from service.core.migrate import downgrade, on_dialect, upgrade
 from tests.conftest import scratch_pg_database
+
+# SQLAlchemy does not reflect SQLite's indexes on an expression, and says so; alembic then
+# leaves the model's own out of the comparison (it says so too): the index of 0023 is
+# checked by its own test below and by the listing's plan test
+EXPRESSION_INDEX_UNREFLECTED = pytest.mark.filterwarnings(
+    "ignore:Skipped unsupported reflection of expression-based index "
+    "ix_price_observation_gpu_hour_key",
+    "ignore:autogenerate skipping metadata-specified expression-based index "
+    "'ix_price_observation_gpu_hour_key'",
+)
 
 
 def _roundtrip(url: str) -> None:
@@ -23,13 +34,15 @@ def _roundtrip(url: str) -> None:
         assert set(inspect(engine).get_table_names()) <= {"alembic_version"}
         upgrade(url)
         with engine.connect() as conn:
-            context = MigrationContext.configure(conn, opts={"compare_type": True})
+            opts = {"compare_type": True, "include_object": on_dialect(conn.dialect.name)}
+            context = MigrationContext.configure(conn, opts=opts)
             diff = compare_metadata(context, schema.metadata)
         assert diff == [], f"models and migrations disagree: {diff}"
     finally:
         engine.dispose()
 
 
+@EXPRESSION_INDEX_UNREFLECTED
 def test_sqlite_up_down_up_and_no_drift(tmp_path) -> None:  # type: ignore[no-untyped-def]
     _roundtrip(f"sqlite:///{tmp_path / 'm.db'}")
 
@@ -242,6 +255,7 @@ def _tax_column_roundtrip(url: str) -> None:
         engine.dispose()
 
 
+@EXPRESSION_INDEX_UNREFLECTED
 def test_sqlite_history_indexes_up_down_up_with_rows(tmp_path) -> None:  # type: ignore[no-untyped-def]
     _history_indexes_roundtrip(f"sqlite:///{tmp_path / 'm.db'}")
 
@@ -320,3 +334,43 @@ def test_sqlite_cluster_facts_up_down_up(tmp_path) -> None:  # type: ignore[no-u
 def test_postgres_cluster_facts_up_down_up() -> None:
     with scratch_pg_database() as url:
         _cluster_roundtrip(url)
+
+
+GPU_HOUR_INDEX = {
+    "sqlite": "SELECT sql FROM sqlite_master WHERE name = 'ix_price_observation_gpu_hour_key'",
+    "postgresql": "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_price_observation_gpu_hour'",
+}
+
+
+def _gpu_hour_index_roundtrip(url: str) -> None:
+    """0023 indexes the observations by price per GPU-hour (SQLite: the exact integer key as
+    the listing writes it; PostgreSQL: the NUMERIC) and takes the index away again."""
+    upgrade(url)
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            ask = text(GPU_HOUR_INDEX[conn.dialect.name])
+            definition = conn.execute(ask).scalar()
+        assert definition is not None
+        if engine.dialect.name == "sqlite":
+            assert OBS_GPU_HOUR_KEY_SQLITE.format(column="gpu_hour_usd") in definition
+        else:
+            assert "(gpu_hour_usd, offer_id, version_from, version_to)" in definition
+        downgrade(url, "0022")
+        with engine.connect() as conn:
+            assert conn.execute(ask).scalar() is None
+        upgrade(url)
+        with engine.connect() as conn:
+            assert conn.execute(ask).scalar() == definition
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_observation_gpu_hour_index_up_down_up(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _gpu_hour_index_roundtrip(f"sqlite:///{tmp_path / 'm.db'}")
+
+
+@pytest.mark.postgres
+def test_postgres_observation_gpu_hour_index_up_down_up() -> None:
+    with scratch_pg_database() as url:
+        _gpu_hour_index_roundtrip(url)

@@ -1,0 +1,161 @@
+"""A pinned (``as_of``) listing in its default order walks the observations' price index
+(``service.query.offers._pinned_walk``): the same pages as sorting every match, on SQLite
+and PostgreSQL, and the walk's statements read that index.
+
+The walk's depth (``PREFIX``) is made tiny here so that on a small catalog every outcome
+happens: a page found within the first bound, within the widened one, and given up (the
+full path then answers), with and without the peer precedence, both directions, cursors,
+ties and offers without a USD price."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, event
+
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult
+from service.core.config import Settings
+from service.query import offers as offers_module
+from service.query.filters import OfferFilters
+from service.query.offers import After, list_offers
+from tests.query.test_history_reads import build
+from tests.support.factories import records
+
+WALK_STATEMENT = re.compile(r"FROM price_observation\s+(WHERE|CROSS JOIN offer|JOIN offer)")
+"""The walk's two statements: the bound, and the bounded walk."""
+FILTERS = (
+    OfferFilters(),
+    OfferFilters(include_peers=True),
+    OfferFilters(provider="lambda"),
+    OfferFilters(max_price_per_gpu_hour=Decimal("2.7")),
+    OfferFilters(region="r3"),
+    OfferFilters(price_kind="spot"),  # matches nothing
+)
+
+
+def extend(engine: Engine, settings: Settings) -> None:
+    """Peers and ties on top of :func:`build`'s catalog: a peer catalog reporting some of
+    acme's offers at other prices (the precedence hides them unless peers are asked for),
+    offers all at one price (ties broken by id), and offers in a currency without a rate
+    (no USD price: they come last)."""
+    peer = records(12, source="skypilot:walk")
+    for i, r in enumerate(peer):
+        r["amount"] = str(Decimal(r["amount"]) + Decimal(i % 3 - 1))
+    assert ingest(engine, settings, CrawlResult(source="skypilot:walk", records=peer)).rejected == 0
+    ties = records(9, source="gamma", provider="lambda", amount="21.00")
+    for r in ties:
+        r["sku"] = f"t-{r['sku']}"
+    assert ingest(engine, settings, CrawlResult(source="gamma", records=ties)).rejected == 0
+    unpriced = records(3, source="delta", provider="lambda", currency="EUR")
+    for r in unpriced:
+        r["sku"] = f"u-{r['sku']}"
+    assert ingest(engine, settings, CrawlResult(source="delta", records=unpriced)).rejected == 0
+
+
+@contextmanager
+def walk_counted() -> Iterator[dict[str, int]]:
+    """Counts the walk's outcomes: a page (``page``) or given up (``full``)."""
+    counts = {"page": 0, "full": 0}
+    real = offers_module._pinned_walk
+
+    def counted(*args: Any, **kwargs: Any) -> list[int] | None:
+        found = real(*args, **kwargs)
+        counts["page" if found is not None else "full"] += 1
+        return found
+
+    offers_module._pinned_walk = counted  # type: ignore[assignment]
+    try:
+        yield counts
+    finally:
+        offers_module._pinned_walk = real  # type: ignore[assignment]
+
+
+def pages(conn: Any, filters: OfferFilters, version: int, descending: bool, size: int) -> list[Any]:
+    """The first pages of the listing through its cursor (every page of a size-50 one):
+    (id, sort value, amount) per row."""
+    out: list[Any] = []
+    after = None
+    for _ in range(6):
+        page = list_offers(conn, filters, size, version=version, descending=descending, after=after)
+        out += [(o["id"], o["sort_value"], o["amount"]) for o in page]
+        if len(page) < size:
+            break
+        after = After(page[-1]["sort_value"], page[-1]["id"])
+    return out
+
+
+def test_the_pinned_walk(
+    engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One catalog (its ingests are the slow part), both checks on it."""
+    latest = build(engine, settings)
+    extend(engine, settings)
+    the_walk_reads_the_price_index(engine, latest)
+    the_walk_gives_the_pages_of_the_full_sort(engine, latest, monkeypatch)
+
+
+def the_walk_gives_the_pages_of_the_full_sort(
+    engine: Engine, latest: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(offers_module, "PREFIX", 3)
+    versions = range(1, latest + 4, 2)
+    with engine.connect() as conn, walk_counted() as counts:
+        for version in versions:
+            for filters in FILTERS:
+                for descending in (False, True):
+                    for size in (3, 50) if version == latest else (3,):
+                        walked = pages(conn, filters, version, descending, size)
+                        with monkeypatch.context() as off:
+                            off.setattr(offers_module, "PINNED_WALKS", frozenset())
+                            sorted_all = pages(conn, filters, version, descending, size)
+                        assert walked == sorted_all, (version, filters, descending, size)
+    # every outcome happened: pages found by the walk, and walks given up
+    assert counts["page"] > 50 and counts["full"] > 50, counts
+
+
+def the_walk_reads_the_price_index(engine: Engine, latest: int) -> None:
+    """The walk's statements (the bound and the bounded walk) read
+    ix_price_observation_gpu_hour_key on SQLite (an index on an expression serves only
+    that expression, constants included) and ix_price_observation_gpu_hour on PostgreSQL
+    (told to avoid sequential scans and sorts: its tables here are tiny)."""
+    dialect = engine.dialect.name
+    walked: list[tuple[str, Any]] = []
+
+    def keep(conn: Any, cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        if WALK_STATEMENT.search(statement):
+            walked.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", keep)
+    try:
+        with engine.connect() as conn:
+            for filters, descending in (
+                (OfferFilters(), False),
+                # selective filters with an index of their own: SQLite started from them
+                (OfferFilters(provider="lambda", region="r3"), False),
+                (OfferFilters(max_price_per_gpu_hour=Decimal("2.7")), True),
+            ):
+                list_offers(conn, filters, 2, version=latest // 2, descending=descending)
+    finally:
+        event.remove(engine, "before_cursor_execute", keep)
+    index = (
+        "ix_price_observation_gpu_hour_key"
+        if dialect == "sqlite"
+        else "ix_price_observation_gpu_hour"
+    )
+    assert len(walked) >= 6, walked
+    with engine.connect() as conn:
+        if dialect == "postgresql":
+            conn.exec_driver_sql("SET enable_seqscan = off")
+            conn.exec_driver_sql("SET enable_sort = off")
+        explain = "EXPLAIN QUERY PLAN " if dialect == "sqlite" else "EXPLAIN "
+        for statement, parameters in walked:
+            plan = " ".join(str(r) for r in conn.exec_driver_sql(explain + statement, parameters))
+            assert index in plan, (statement, plan)
+            if dialect == "sqlite":  # in the index's order (descending: ties sorted by id)
+                assert "TEMP B-TREE FOR ORDER BY" not in plan, (statement, plan)
