@@ -171,13 +171,18 @@ def change_feed(
     closed and the row opened at the same version) are in the page.
     """
 
+    # where the page starts, as one row value: (since + 1, 0) is "after version since" (offer
+    # ids start at 1). With ``column > since`` beside it, PostgreSQL started its index scan
+    # at the row value (0, 0) of a first page, and read every entry of the versions before
+    # ``since`` first: 232-421 ms for 1,001 rows at 5 million observations, 0.3 ms now.
+    start = after if after[0] > since else (since + 1, 0)
+
     def read(column: Any) -> list[dict[str, Any]]:
         stmt = (
             select(*CHANGE_OBS_COLUMNS)
             .where(
-                column > since,
+                tuple_(column, OBS.c.offer_id) > tuple_(literal(start[0]), literal(start[1])),
                 column <= until,
-                tuple_(column, OBS.c.offer_id) > tuple_(literal(after[0]), literal(after[1])),
             )
             .order_by(column, OBS.c.offer_id)
             .limit(limit + 1)
