@@ -12,7 +12,7 @@ import email.utils
 import random
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,11 +56,18 @@ class FetchedPayload:
     content_type: str | None
     body: bytes | None = None
     path: Path | None = None
+    """A response spooled to a temporary file (deleted with the crawl: :func:`discard_spooled`)."""
+    request: Request | None = None
+    """The request answered (what :func:`reparse` hands ``parse`` again: its ``meta``)."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    file: Path | None = None
+    """A saved response (``--from-file``), read afresh each time it is parsed; never deleted."""
 
 
 @dataclass
 class CrawlOutput:
     records: list[RawRecord] = field(default_factory=list)
+    """The raw records parsed while fetching, when kept (see :func:`drive`)."""
     payloads: list[FetchedPayload] = field(default_factory=list)
     source_urls: list[str] = field(default_factory=list)
     pages: int = 0
@@ -68,6 +75,11 @@ class CrawlOutput:
     complete: bool = True
     notes: dict[str, Any] = field(default_factory=dict)
     """What the source left out on purpose and why (stored in the crawl run's log)."""
+    parsed: int = 0
+    """Raw records parsed while fetching (kept in :attr:`records` or not)."""
+    reread: Callable[[], Iterator[RawRecord]] | None = None
+    """The crawl's raw records read again from its payloads (:func:`reparse`), when they
+    were not kept in :attr:`records`."""
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -201,14 +213,18 @@ def drive(
     *,
     max_pages: int,
     on_page: Callable[[int, int], None] | None = None,
+    keep_records: bool = True,
 ) -> CrawlOutput:
     """Breadth-first over requests: fetch each, parse it, queue what parse asks for.
 
-    A crawl that fails part-way deletes the responses it spooled to disk (a multi-GB AWS
-    offer file each) before the error goes on: nothing would ever read them."""
+    Without ``keep_records`` the records parsed are only counted: the crawl's payloads are
+    parsed again when its records are read (:func:`reparse`), so a large crawl is never
+    held as records. A crawl that fails part-way deletes the responses it spooled to disk
+    (a multi-GB AWS offer file each) before the error goes on: nothing would ever read
+    them."""
     output = CrawlOutput()
     try:
-        return _drive(source, ctx, first, fetch, max_pages, on_page, output)
+        return _drive(source, ctx, first, fetch, max_pages, on_page, output, keep_records)
     except BaseException:
         discard_spooled(output)
         raise
@@ -229,6 +245,7 @@ def _drive(
     max_pages: int,
     on_page: Callable[[int, int], None] | None,
     output: CrawlOutput,
+    keep_records: bool,
 ) -> CrawlOutput:
     queue: list[Request] = list(first)
     seen_urls: set[tuple[str, str, str]] = set()
@@ -262,17 +279,21 @@ def _drive(
                 response.headers.get("content-type"),
                 response.body or None,
                 response.path,
+                response.request,
+                response.headers,
             )
         )
         payload_index = len(output.payloads) - 1
         for item in parse_guarded(source, response, ctx):
             if isinstance(item, Request):
                 queue.append(item)
-            else:
+                continue
+            output.parsed += 1
+            if keep_records:
                 item[PAYLOAD_KEY] = payload_index
                 output.records.append(item)
         if on_page:
-            on_page(output.pages, len(output.records))
+            on_page(output.pages, output.parsed)
     return output
 
 
@@ -296,6 +317,7 @@ def run_api_source(
     *,
     transport: httpx.BaseTransport | None = None,
     on_page: Callable[[int, int], None] | None = None,
+    keep_records: bool = True,
 ) -> CrawlOutput:
     headers = {"User-Agent": policy.user_agent, "Accept-Encoding": "gzip, deflate"}
     headers.update(source.headers(ctx))
@@ -314,28 +336,88 @@ def run_api_source(
                 raise SourceError("redirect loop", str(exc)) from None
 
         output = drive(
-            source, ctx, source.start(ctx), fetch, max_pages=policy.max_pages, on_page=on_page
+            source,
+            ctx,
+            source.start(ctx),
+            fetch,
+            max_pages=policy.max_pages,
+            on_page=on_page,
+            keep_records=keep_records,
         )
         output.retries = fetcher.retries
     return output
 
 
-def run_from_files(source: ApiSource, ctx: Context, paths: list[Path]) -> CrawlOutput:
-    """Parse saved responses offline: each file is one response; follow-ups are ignored."""
+def run_from_files(
+    source: ApiSource, ctx: Context, paths: list[Path], *, parse: bool = True
+) -> CrawlOutput:
+    """Parse saved responses offline: each file is one response; follow-ups are ignored.
+
+    Without ``parse`` nothing is read but the files' names: each is a payload read afresh
+    when the crawl's records are read (:func:`reparse`)."""
     output = CrawlOutput()
     for path in paths:
-        body = path.read_bytes()
         url = path.resolve().as_uri()
-        response = Response(url, 200, body, {}, None, datetime.now(UTC))
+        fetched_at = datetime.now(UTC)
         output.pages += 1
         output.source_urls.append(url)
-        output.payloads.append(FetchedPayload(url, response.fetched_at, 200, None, body))
+        if not parse:
+            output.payloads.append(FetchedPayload(url, fetched_at, 200, None, file=path))
+            continue
+        body = path.read_bytes()
+        response = Response(url, 200, body, {}, None, fetched_at)
+        output.payloads.append(FetchedPayload(url, fetched_at, 200, None, body))
         payload_index = len(output.payloads) - 1
         for item in parse_guarded(source, response, ctx):
             if not isinstance(item, Request):
+                output.parsed += 1
                 item[PAYLOAD_KEY] = payload_index
                 output.records.append(item)
     return output
+
+
+def reparse(
+    source: ApiSource, ctx: Context, output: CrawlOutput, *, restart: bool
+) -> Iterator[RawRecord]:
+    """The raw records of ``output``'s payloads, parsed again by ``source`` (a fresh
+    instance), each tagged with its payload's index (:data:`PAYLOAD_KEY`); the requests
+    ``parse`` yields are dropped (they were fetched). Parsing is deterministic: the same
+    payloads, in fetch order, through the same ``ctx`` give the same records, so a crawl's
+    records can be read as often as they are needed without being held. With ``restart``
+    the source's ``start`` runs first, as a network crawl ran it (a source may note there
+    what it asked for). At the end, ``output.notes`` are the source's own counts."""
+    if restart:
+        for _ in source.start(ctx):
+            pass
+    for index, payload in enumerate(output.payloads):
+        body = payload.body or b""
+        if payload.file is not None:
+            body = payload.file.read_bytes()
+        response = Response(
+            payload.url,
+            payload.status_code,
+            body,
+            payload.headers,
+            payload.request,
+            payload.fetched_at,
+            payload.path,
+        )
+        for item in parse_guarded(source, response, ctx):
+            if not isinstance(item, Request):
+                item[PAYLOAD_KEY] = index
+                yield item
+        del response, body
+    output.notes.update(source_notes(source))
+
+
+def source_notes(source: object) -> dict[str, Any]:
+    """What a source left out on purpose, counted (its ``skipped`` and ``stats``)."""
+    notes = {}
+    for counter in ("skipped", "stats"):
+        counts = getattr(source, counter, None)
+        if counts:
+            notes[counter] = dict(counts)
+    return notes
 
 
 def json_body(response: Response) -> Any:

@@ -8,7 +8,7 @@ name, an unknown region) keep it and are counted, so a human can add the alias.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -113,27 +113,49 @@ class Pipeline:
         self.stats = PipelineStats()
         self._position = 0
         self.payload_of: dict[int, int] = {}
-        """id(OfferRecord) -> index of the raw payload it came from, when known."""
+        """id(OfferRecord) -> index of the raw payload it came from, when known (filled by
+        :meth:`run`, whose caller holds every record; :meth:`batches` hands each one's
+        payload index beside it instead)."""
 
     def process(self, raw: dict[str, Any]) -> OfferRecord | Rejected:
         """One raw record through the steps and validation (a spider's item)."""
-        return self._validated(*self._prepared(raw))
+        position, record, payload = self._prepared(raw)
+        result = self._validated(position, record)
+        if isinstance(payload, int) and not isinstance(result, Rejected):
+            self.payload_of[id(result)] = payload
+        return result
 
     def run(self, raws: Iterable[dict[str, Any]]) -> tuple[list[OfferRecord], list[Rejected]]:
-        """Every raw record, in order: the valid ones and the rejected ones. Records are
-        validated :data:`VALIDATION_BATCH` at a time by one pydantic-core call (a batch
-        holding an invalid record is validated again one by one, for each one's reason):
-        the same records and rejections as :meth:`process` one by one."""
+        """Every raw record, in order: the valid ones and the rejected ones (each valid
+        one's payload index in :attr:`payload_of`). See :meth:`batches`."""
         records: list[OfferRecord] = []
         rejected: list[Rejected] = []
+        payload_of = self.payload_of
+        for offers, payloads, refused in self.batches(raws):
+            for offer, payload in zip(offers, payloads, strict=True):
+                if isinstance(payload, int):
+                    payload_of[id(offer)] = payload
+            records += offers
+            rejected += refused
+        return records, rejected
+
+    def batches(
+        self, raws: Iterable[dict[str, Any]]
+    ) -> Iterator[tuple[list[OfferRecord], list[Any], list[Rejected]]]:
+        """The raw records, :data:`VALIDATION_BATCH` at a time, in order: each batch's
+        valid records, each one's payload index (its raw record's ``_payload``, None when
+        it has none) and the batch's rejected records. A batch is validated by one
+        pydantic-core call (a batch holding an invalid record is validated again one by
+        one, for each one's reason): the same records and rejections as :meth:`process`
+        one by one. Only a batch is held: a crawl read this way is never held whole."""
         batch: list[tuple[int, dict[str, Any], Any]] = []
         for raw in raws:
             batch.append(self._prepared(raw))
             if len(batch) >= VALIDATION_BATCH:
-                self._validate_batch(batch, records, rejected)
+                yield self._validate_batch(batch)
                 batch = []
-        self._validate_batch(batch, records, rejected)
-        return records, rejected
+        if batch:
+            yield self._validate_batch(batch)
 
     def _prepared(self, raw: dict[str, Any]) -> tuple[int, dict[str, Any], Any]:
         """The record's position, the record through the steps, and its payload index."""
@@ -146,9 +168,7 @@ class Pipeline:
             record = step(record, self.meta, self.stats, self.reference)
         return position, record, payload
 
-    def _validated(
-        self, position: int, record: dict[str, Any], payload: Any
-    ) -> OfferRecord | Rejected:
+    def _validated(self, position: int, record: dict[str, Any]) -> OfferRecord | Rejected:
         try:
             offer = OfferRecord.model_validate(record)
         except ValidationError as exc:
@@ -156,29 +176,25 @@ class Pipeline:
             self.stats.rejected += 1
             self.stats.reasons[reason.split(":", 1)[0]] += 1
             return Rejected(position, reason, record)
-        self._accepted(offer, payload)
+        self.stats.valid += 1
         return offer
 
-    def _accepted(self, offer: OfferRecord, payload: Any) -> None:
-        self.stats.valid += 1
-        if isinstance(payload, int):
-            self.payload_of[id(offer)] = payload
-
     def _validate_batch(
-        self,
-        batch: list[tuple[int, dict[str, Any], Any]],
-        records: list[OfferRecord],
-        rejected: list[Rejected],
-    ) -> None:
-        if not batch:
-            return
+        self, batch: list[tuple[int, dict[str, Any], Any]]
+    ) -> tuple[list[OfferRecord], list[Any], list[Rejected]]:
         try:
             offers = OFFER_RECORDS.validate_python([record for _, record, _ in batch])
         except ValidationError:
-            for item in batch:
-                result = self._validated(*item)
-                (rejected if isinstance(result, Rejected) else records).append(result)  # type: ignore[arg-type]
-            return
-        for (_, _, payload), offer in zip(batch, offers, strict=True):
-            self._accepted(offer, payload)
-        records.extend(offers)
+            records: list[OfferRecord] = []
+            payloads: list[Any] = []
+            rejected: list[Rejected] = []
+            for position, record, payload in batch:
+                result = self._validated(position, record)
+                if isinstance(result, Rejected):
+                    rejected.append(result)
+                else:
+                    records.append(result)
+                    payloads.append(payload)
+            return records, payloads, rejected
+        self.stats.valid += len(offers)
+        return offers, [payload for _, _, payload in batch], []

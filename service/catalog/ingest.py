@@ -210,7 +210,7 @@ def _apply(context: _Context, batches: Batches) -> _Applied | None:
     targets = location_targets(conn) if ":" not in crawl.source else set()
     if context.relines:
         clear_lines(conn, crawl.source)
-    for records, keys, lines in batches:
+    for records, keys, lines, payloads in batches:
         if validator.late:
             continue  # applied again; the rest is read for the offers to leave out
         resolver.trim()
@@ -220,7 +220,9 @@ def _apply(context: _Context, batches: Batches) -> _Applied | None:
             if reason is not None:
                 applied.out_of_band.append((_key(record), reason))
         ensure_providers(conn, diff.providers, resolver)
-        _write(context, applied, diff)
+        # each record's payload, by the record (its batch holds them all while it is written)
+        by_record = dict(zip(map(id, records), payloads, strict=True)) if payloads else None
+        _write(context, applied, diff, by_record)
         store_lines(conn, diff.lines)
         applied.added += len(diff.new) + len(diff.reopened)
         applied.changed += len(diff.changed)
@@ -245,7 +247,11 @@ def _apply(context: _Context, batches: Batches) -> _Applied | None:
     return applied
 
 
-def _write(context: _Context, applied: _Applied, diff: Diff) -> None:
+def _write(
+    context: _Context, applied: _Applied, diff: Diff, payloads: dict[int, str | None] | None = None
+) -> None:
+    """Write one batch's ``diff``; ``payloads``: the sha256 of each record's payload, by
+    ``id(record)`` (sound while the batch is held), when the crawl has several."""
     if diff.empty:
         return
     conn = context.conn
@@ -255,7 +261,7 @@ def _write(context: _Context, applied: _Applied, diff: Diff) -> None:
             conn, FxTable.load(conn), context.run_id, context.now, version, context.crawl
         )
         applied.writer.open_version(context.crawl.source)
-    applied.writer.write(context.crawl.source, diff)
+    applied.writer.write(context.crawl.source, diff, payloads)
     if applied.buffer is not None:
         applied.buffer.add(diff, applied.writer.observation_rows())
 

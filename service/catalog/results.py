@@ -69,7 +69,11 @@ class Rejection:
 
 @dataclass
 class CrawlResult:
-    """What a crawl hands to ingest: records (validated or raw) plus their provenance."""
+    """What a crawl hands to ingest: records (validated or raw) plus their provenance.
+
+    Records of a crawl of several payloads carry each one's payload along
+    (``service.catalog.validation.SourcedRecords``); otherwise every record comes from the
+    one payload (or from none)."""
 
     source: str
     records: Iterable[OfferRecord | Mapping[str, Any]]
@@ -81,8 +85,6 @@ class CrawlResult:
     """False when the crawl may have missed offers: then nothing is withdrawn."""
     trigger: str = "cli"
     log: str | None = None
-    record_payloads: dict[int, str] = field(default_factory=dict)
-    """id(record) -> sha256 of the payload it was parsed from (multi-payload crawls)."""
 
 
 @dataclass

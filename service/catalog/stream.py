@@ -19,7 +19,7 @@ from service.catalog.columns import Key
 from service.catalog.diff import Diff
 from service.catalog.lines import LineIndex, LineRecords
 from service.catalog.results import Rejection
-from service.catalog.validation import Batch, StreamValidator
+from service.catalog.validation import Batch, SourcedRecords, StreamValidator
 
 BATCH_SIZE = 5_000
 """Records per batch: read, validated, diffed and written together. At most three are
@@ -58,11 +58,12 @@ class Batches:
 
     def _run(self, records: Iterable[Any], size: int) -> None:
         try:
-            items = (
-                records.items(self._index)
-                if self._index is not None and isinstance(records, LineRecords)
-                else iter(records)
-            )
+            if self._index is not None and isinstance(records, LineRecords):
+                items = records.items(self._index)
+            elif isinstance(records, SourcedRecords):
+                items = records.sourced()
+            else:
+                items = iter(records)
             while not self._stop.is_set():
                 chunk = list(islice(items, size))
                 if not chunk:

@@ -13,10 +13,10 @@ applies the crawl again with every protected key known from the start (see
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from pydantic import ValidationError
 
@@ -41,11 +41,32 @@ class Validated:
 
 class Batch(NamedTuple):
     """A batch's valid records, each one's identity key and line digest (``lines``: None
-    when the records come from no lines; see service.catalog.lines)."""
+    when the records come from no lines; see service.catalog.lines) and the sha256 of the
+    raw payload each one was parsed from (``payloads``: None when the records come as
+    they are, not :class:`Sourced`)."""
 
     records: list[OfferRecord]
     keys: list[Key]
     lines: list[bytes | None] | None = None
+    payloads: list[str | None] | None = None
+
+
+class Sourced:
+    """A crawl's record (raw or validated) with the sha256 of the raw payload it was
+    parsed from: its provenance travels with it, batch by batch, to the writer."""
+
+    __slots__ = ("payload", "value")
+
+    def __init__(self, value: Any, payload: str | None) -> None:
+        self.value, self.payload = value, payload
+
+
+@runtime_checkable
+class SourcedRecords(Protocol):
+    """Records that can be read with their payloads, as :class:`Sourced` items (a crawl
+    of several payloads: ``service.crawl.records.CrawlRecords``)."""
+
+    def sourced(self) -> Iterator[Any]: ...
 
 
 class StreamValidator:
@@ -101,11 +122,13 @@ class StreamValidator:
         first = self.position
         self.position += len(items)
         self._batch_keys = batch_keys = set()
+        items, origins = _sourced(items)
         items, digests = _unwrapped(items)
         validated = _validated(items)
         records: list[OfferRecord] = []
         keys: list[Key] = []
         lines: list[bytes | None] | None = None if digests is None else []
+        payloads: list[str | None] | None = None if origins is None else []
         source, seen, join = self.source, self.seen, join_key
         add_region = self.regions.add
         for offset, (item, record) in enumerate(zip(items, validated, strict=True)):
@@ -165,6 +188,8 @@ class StreamValidator:
             keys.append(key)
             if lines is not None and digests is not None:
                 lines.append(digests[offset])
+            if payloads is not None and origins is not None:
+                payloads.append(origins[offset])
         self._protect_upstream()
         self._batch_keys = set()
         # An offer reported twice with two prices is ambiguous: keep neither price.
@@ -174,7 +199,9 @@ class StreamValidator:
             records, keys = [records[i] for i in kept], [keys[i] for i in kept]
             if lines is not None:
                 lines = [lines[i] for i in kept]
-        return Batch(records, keys, lines)
+            if payloads is not None:
+                payloads = [payloads[i] for i in kept]
+        return Batch(records, keys, lines, payloads)
 
     def _amount(self, key: Key) -> Decimal:
         """The amount first seen under ``key`` (a skipped line's: its offer's stored one)."""
@@ -202,7 +229,7 @@ def validate(source: str, records: Iterable[Any], upstream: Sequence[Rejection] 
     """A whole crawl validated in one go (the streaming ingest validates it in batches)."""
     validator = StreamValidator(source, upstream)
     items = list(records)
-    kept, keys, _ = validator.batch(items)
+    kept, keys, _, _ = validator.batch(items)
     protected = validator.protected
     kept_keys = [(r, k) for r, k in zip(kept, keys, strict=True) if k not in protected]
     return Validated(
@@ -231,6 +258,14 @@ def _validated(items: Sequence[Any]) -> list[OfferRecord | None]:
     for index, record in zip(raw, records, strict=True):
         out[index] = record
     return out
+
+
+def _sourced(items: Sequence[Any]) -> tuple[Sequence[Any], list[str | None] | None]:
+    """:class:`Sourced` items unwrapped, with each one's payload; other items as they are,
+    with None."""
+    if not items or type(items[0]) is not Sourced:
+        return items, None
+    return [item.value for item in items], [item.payload for item in items]
 
 
 def _unwrapped(items: Sequence[Any]) -> tuple[Sequence[Any], list[bytes | None] | None]:

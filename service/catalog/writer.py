@@ -105,7 +105,9 @@ class Writer:
         self.conn, self.fx, self.run_id, self.now, self.version = conn, fx, run_id, now, version
         payloads = crawl.payloads
         self.raw_sha256 = payloads[0].sha256 if len(payloads) == 1 else None
-        self.record_payloads = crawl.record_payloads
+        self.record_payloads: Mapping[int, str | None] = {}
+        """The batch being written: id(record) -> sha256 of the payload it was parsed from
+        (a crawl of several payloads; empty: :attr:`raw_sha256`, the one payload's)."""
         self.observations: list[tuple[Any, ...]] = []
         """Observation rows bound in Python (all of them, or the repriced ones only when
         the new offers' were staged: see :meth:`observation_rows`)."""
@@ -256,10 +258,15 @@ class Writer:
             .values(added=added, changed=changed, withdrawn=withdrawn, updated=updated)
         )
 
-    def write(self, source: str, diff: Diff) -> None:
+    def write(
+        self, source: str, diff: Diff, payloads: Mapping[int, str | None] | None = None
+    ) -> None:
         """Write one batch of the ingest's diff (its observation rows are
-        :meth:`observation_rows` until the next batch)."""
+        :meth:`observation_rows` until the next batch); ``payloads``: the sha256 of each
+        of its records' payload, by ``id(record)``, when the crawl has several payloads
+        (the caller holds the batch's records while it is written, so ids are sound)."""
         conn = self.conn
+        self.record_payloads = payloads or {}
         self.observations = []
         self._lazy_new_observations = None
         trim_memos(self._prices, self._bases, self._bound, self._pflop_keys)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
@@ -17,15 +17,17 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.exc import InterfaceError, OperationalError
 
-from crawlers.base import ApiSource, Context, SourceError
+from crawlers.base import ApiSource, Context, RawRecord, SourceError
 from crawlers.http import (
     CrawlOutput,
     FetchPolicy,
     discard_spooled,
+    reparse,
     run_api_source,
     run_from_files,
+    source_notes,
 )
-from crawlers.pipeline import Pipeline, Rejected, SourceMeta
+from crawlers.pipeline import SourceMeta
 from crawlers.registry import get_source
 from schema.enums import CrawlStatus
 from schema.records import OfferRecord
@@ -36,6 +38,7 @@ from service.catalog.runs import finish_crawl_run, start_crawl_run
 from service.catalog.unchanged import confirm_unchanged
 from service.core.config import Settings
 from service.core.gcpause import no_gc_pauses
+from service.crawl.records import CrawlRecords
 
 
 @dataclass
@@ -46,7 +49,10 @@ class CrawlReport:
     crawl_run_id: int | None = None
     catalog_version: int | None = None
     counts: dict[str, int] = field(default_factory=dict)
-    records: list[OfferRecord] = field(default_factory=list)
+    records: list[OfferRecord] | CrawlRecords = field(default_factory=list)
+    """The valid records: a list for ``--dry-run`` (it prints them); else the crawl's
+    :class:`~service.crawl.records.CrawlRecords`, read again when iterated (from payloads
+    in memory: a spooled one is gone once the crawl is over)."""
     rejections: list[Rejection] = field(default_factory=list)
     unmapped: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
@@ -115,24 +121,35 @@ def fetch_source(
             timeout=settings.crawl_timeout_seconds,
         )
     source: ApiSource = source_cls()
+    # The records of an API source are read from its payloads when they are ingested
+    # (service.crawl.records): saved files are not even read here, and a network crawl
+    # parses its responses only for the requests they lead to. An FX feed's few rates are
+    # kept as parsed.
+    lazy = getattr(source_cls, "kind", None) != "fx"
     if from_files:
-        output = run_from_files(source, ctx, from_files)
+        output = run_from_files(source, ctx, from_files, parse=not lazy)
     else:
         policy = fetch_policy(settings)
         own_cap = getattr(source_cls, "max_bytes", None)
         if own_cap and own_cap > policy.max_bytes:  # e.g. AWS's multi-GB offer files
             policy = replace(policy, max_bytes=own_cap)
-        output = run_api_source(source, ctx, policy, transport=transport, on_page=on_page)
-    for counter in ("skipped", "stats"):  # what the source left out on purpose, counted
-        counts = getattr(source, counter, None)
-        if counts:
-            output.notes[counter] = dict(counts)
+        output = run_api_source(
+            source, ctx, policy, transport=transport, on_page=on_page, keep_records=not lazy
+        )
+    output.notes.update(source_notes(source))  # what the source left out on purpose
+    if lazy:
+        restart = not from_files
+
+        def reread() -> Iterator[RawRecord]:
+            return reparse(source_cls(), ctx, output, restart=restart)
+
+        output.reread = reread
     return output
 
 
 def _payloads(output: CrawlOutput) -> list[Payload]:
     return [
-        Payload(p.url, p.body, p.fetched_at, p.content_type, p.status_code, path=p.path)
+        Payload(p.url, p.body, p.fetched_at, p.content_type, p.status_code, path=p.path or p.file)
         for p in output.payloads
     ]
 
@@ -155,27 +172,21 @@ def _cleanup(output: CrawlOutput | None) -> None:
         discard_spooled(output)
 
 
-def parse_records(
-    source_cls: type, output: CrawlOutput
-) -> tuple[Pipeline, list[OfferRecord], list[Rejected]]:
+def parse_records(source_cls: type, output: CrawlOutput) -> CrawlRecords:
+    """The crawl's records, read (parsed again, through the pipeline) whenever they are
+    iterated: see :mod:`service.crawl.records`. Called once per crawl that is not
+    confirmed unchanged."""
     meta = SourceMeta(
         name=source_cls.name,  # type: ignore[attr-defined]
         provider=source_cls.provider,  # type: ignore[attr-defined]
         currency=getattr(source_cls, "currency", None),
         tax_included=getattr(source_cls, "tax_included", None),
     )
-    pipeline = Pipeline(meta)
-    with no_gc_pauses():  # 200,000 records validate in 3.1 s instead of 4.9 s
-        records, rejected = pipeline.run(_drained(output.records))
-    return pipeline, records, rejected
 
+    def raws() -> Iterable[RawRecord]:  # the records a spider's child process sent, kept
+        return output.reread() if output.reread is not None else output.records
 
-def _drained(items: list[Any]) -> Iterator[Any]:
-    """Each of ``items`` in order, let go of as it is handed on: a crawl's raw records are
-    read once, and a large crawl need not hold them beside the records made of them."""
-    items.reverse()
-    while items:
-        yield items.pop()
+    return CrawlRecords(meta, raws)
 
 
 def crawl_source(
@@ -279,12 +290,13 @@ def _ingest_output(
     run_id: int | None,
     trigger: str,
 ) -> None:
+    payloads = _payloads(output)  # each hashed once
     if not dry_run and engine is not None and run_id is not None and output.complete:
         confirmed = confirm_unchanged(
             engine,
             source_cls.name,  # type: ignore[attr-defined]
             run_id,
-            _payloads(output),
+            payloads,
             output.source_urls,
             getattr(source_cls, "parser_version", None),
             log=_log_text(output),
@@ -293,42 +305,40 @@ def _ingest_output(
             report.status = confirmed.status
             report.counts = confirmed.counts
             return
-    pipeline, records, rejected = parse_records(source_cls, output)
+    records = parse_records(source_cls, output)
     report.records = records
-    report.rejections = [Rejection(r.position, r.reason, r.record) for r in rejected]
-    report.unmapped = dict(pipeline.stats.unmapped)
+    report.rejections = records.rejections
     if dry_run or engine is None or run_id is None:
-        report.status = CrawlStatus.ok if records else CrawlStatus.failed
-        report.reason = None if records else "empty result: no valid offers"
+        with no_gc_pauses():
+            report.records = kept = list(records)  # printed: held
+        report.unmapped = records.unmapped
+        report.status = CrawlStatus.ok if kept else CrawlStatus.failed
+        report.reason = None if kept else "empty result: no valid offers"
         report.counts = {
-            "seen": len(records),
-            "rejected": len(rejected),
-            "unmapped": sum(pipeline.stats.unmapped.values()),
+            "seen": len(kept),
+            "rejected": len(records.rejections),
+            "unmapped": sum(report.unmapped.values()),
         }
         return
-    payloads = _payloads(output)
-    record_payloads = {
-        key: payloads[index].sha256
-        for key, index in pipeline.payload_of.items()
-        if 0 <= index < len(payloads)
-    }
-    result: IngestResult = ingest(
-        engine,
-        settings,
-        CrawlResult(
-            record_payloads=record_payloads,
-            source=source_cls.name,  # type: ignore[attr-defined]
-            records=records,
-            rejections=report.rejections,
-            payloads=payloads,
-            source_urls=output.source_urls,
-            parser_version=source_cls.parser_version,  # type: ignore[attr-defined]
-            complete=output.complete,
-            trigger=trigger,
-            log=_log_text(output),
-        ),
-        crawl_run_id=run_id,
+    records.digests = [payload.sha256 for payload in payloads]
+    crawl = CrawlResult(
+        source=source_cls.name,  # type: ignore[attr-defined]
+        records=records,
+        rejections=records.rejections,
+        payloads=payloads,
+        source_urls=output.source_urls,
+        parser_version=source_cls.parser_version,  # type: ignore[attr-defined]
+        complete=output.complete,
+        trigger=trigger,
+        log=_log_text(output),
     )
+
+    def read() -> None:  # the source's own counts are known once its payloads are parsed
+        crawl.log = _log_text(output)
+
+    records.after_reading = read
+    result: IngestResult = ingest(engine, settings, crawl, crawl_run_id=run_id)
+    report.unmapped = records.unmapped
     report.status, report.reason = result.status, result.reason
     report.catalog_version = result.catalog_version
     report.counts = result.counts

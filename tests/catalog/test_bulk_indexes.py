@@ -42,6 +42,7 @@ from service.catalog.bulk import indexes_deferred, indexes_worth_rebuilding
 from service.catalog.fx import Rate, store_rates
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult, Payload
+from service.catalog.validation import Sourced
 from service.core.config import Settings
 from service.core.db import make_engine, writer
 from tests.catalog.test_ingest_kill import SIZE as KILL_SIZE
@@ -211,7 +212,7 @@ def test_every_bulk_path_stores_the_same_rows(
                 "acme", batch, payloads=[Payload("https://acme.example/p", b"one page", now)]
             )
             if payloads == "per-record":
-                crawl.record_payloads = {id(r): f"{i % 4:064x}" for i, r in enumerate(batch)}
+                crawl.records = _PerRecord(batch)
             result = ingest(engine, settings, crawl, now=now)
             assert result.status.value == "ok"
         with engine.connect() as conn:
@@ -555,3 +556,17 @@ def test_postgresql_indexes_are_never_dropped(pg_url: str) -> None:
         assert ("ix_offer_country",) in before
     finally:
         engine.dispose()
+
+
+class _PerRecord:
+    """Records each with a payload of its own, as a crawl of several payloads hands them
+    (service.catalog.validation.SourcedRecords)."""
+
+    def __init__(self, records: list[OfferRecord]) -> None:
+        self.records = records
+
+    def __iter__(self) -> Iterator[OfferRecord]:
+        return iter(self.records)
+
+    def sourced(self) -> Iterator[Sourced]:
+        return (Sourced(r, f"{i % 4:064x}") for i, r in enumerate(self.records))

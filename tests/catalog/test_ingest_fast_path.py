@@ -385,9 +385,9 @@ def test_sqlite_connections_keep_the_temporary_schema_in_a_real_cache(
 def test_a_crawls_records_are_validated_with_the_collector_paused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Parsing a crawl's records runs with the cyclic collector paused (a third of the
-    time of validating 200,000 records went to its full collections) and turns it back on
-    afterwards, also when validation fails."""
+    """Reading a crawl's records (parsed and validated as they are read) runs with the
+    cyclic collector paused (a third of the time of validating 200,000 records went to
+    its full collections) and turns it back on afterwards, also when validation fails."""
     from crawlers.http import CrawlOutput
     from crawlers.pipeline import Pipeline
     from service.crawl.run import parse_records
@@ -396,22 +396,23 @@ def test_a_crawls_records_are_validated_with_the_collector_paused(
         name, provider = "acme", "acme"
 
     seen: list[bool] = []
-    real_run = Pipeline.run
+    real_batches = Pipeline.batches
 
-    def run(self: Pipeline, raws: Any) -> Any:
+    def batches(self: Pipeline, raws: Any) -> Any:
         seen.append(gc.isenabled())
-        return real_run(self, raws)
+        return real_batches(self, raws)
 
-    monkeypatch.setattr(Pipeline, "run", run)
+    monkeypatch.setattr(Pipeline, "batches", batches)
     assert gc.isenabled()
-    _, valid, rejected = parse_records(Acme, CrawlOutput(records=[*records(3), {"sku": "x"}]))
+    crawl = parse_records(Acme, CrawlOutput(records=[*records(3), {"sku": "x"}]))
+    valid = list(crawl)
     assert seen == [False] and gc.isenabled()
-    assert len(valid) == 3 and len(rejected) == 1
+    assert len(valid) == len(crawl) == 3 and len(crawl.rejections) == 1
 
     def broken(self: Pipeline, raws: Any) -> Any:
         raise RuntimeError("parser bug")
 
-    monkeypatch.setattr(Pipeline, "run", broken)
+    monkeypatch.setattr(Pipeline, "batches", broken)
     with pytest.raises(RuntimeError, match="parser bug"):
-        parse_records(Acme, CrawlOutput(records=records(1)))
+        list(parse_records(Acme, CrawlOutput(records=records(1))))
     assert gc.isenabled()
