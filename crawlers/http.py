@@ -32,6 +32,10 @@ from crawlers.base import (
 from schema.text import ascii_digits
 
 RETRYABLE_STATUS = {429, 500, 502, 503, 504}
+KEEP_RECORDS = 20_000
+"""The raw records a network crawl keeps as it parses its responses (about 1 KB each):
+a larger crawl keeps none and parses its payloads again when its records are read
+(:func:`reparse`)."""
 PAYLOAD_KEY = "_payload"
 """Set on each raw record: the index of the payload it was parsed from (provenance)."""
 
@@ -213,15 +217,16 @@ def drive(
     *,
     max_pages: int,
     on_page: Callable[[int, int], None] | None = None,
-    keep_records: bool = True,
+    keep_records: int | None = None,
 ) -> CrawlOutput:
     """Breadth-first over requests: fetch each, parse it, queue what parse asks for.
 
-    Without ``keep_records`` the records parsed are only counted: the crawl's payloads are
-    parsed again when its records are read (:func:`reparse`), so a large crawl is never
-    held as records. A crawl that fails part-way deletes the responses it spooled to disk
-    (a multi-GB AWS offer file each) before the error goes on: nothing would ever read
-    them."""
+    The records parsed are kept in ``output.records``, at most ``keep_records`` of them
+    (None: all): past that many none is kept, only counted (``output.parsed``), and the
+    crawl's payloads are parsed again when its records are read (:func:`reparse`), so a
+    large crawl is never held as records. A crawl that fails part-way deletes the
+    responses it spooled to disk (a multi-GB AWS offer file each) before the error goes
+    on: nothing would ever read them."""
     output = CrawlOutput()
     try:
         return _drive(source, ctx, first, fetch, max_pages, on_page, output, keep_records)
@@ -245,7 +250,7 @@ def _drive(
     max_pages: int,
     on_page: Callable[[int, int], None] | None,
     output: CrawlOutput,
-    keep_records: bool,
+    keep_records: int | None,
 ) -> CrawlOutput:
     queue: list[Request] = list(first)
     seen_urls: set[tuple[str, str, str]] = set()
@@ -289,9 +294,11 @@ def _drive(
                 queue.append(item)
                 continue
             output.parsed += 1
-            if keep_records:
+            if keep_records is None or output.parsed <= keep_records:
                 item[PAYLOAD_KEY] = payload_index
                 output.records.append(item)
+            elif output.records:
+                output.records.clear()  # too many: they are read again from the payloads
         if on_page:
             on_page(output.pages, output.parsed)
     return output
@@ -317,7 +324,7 @@ def run_api_source(
     *,
     transport: httpx.BaseTransport | None = None,
     on_page: Callable[[int, int], None] | None = None,
-    keep_records: bool = True,
+    keep_records: int | None = None,
 ) -> CrawlOutput:
     headers = {"User-Agent": policy.user_agent, "Accept-Encoding": "gzip, deflate"}
     headers.update(source.headers(ctx))

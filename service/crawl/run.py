@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.exc import InterfaceError, OperationalError
 
+from crawlers import http
 from crawlers.base import ApiSource, Context, RawRecord, SourceError
 from crawlers.http import (
     CrawlOutput,
@@ -123,8 +124,8 @@ def fetch_source(
     source: ApiSource = source_cls()
     # The records of an API source are read from its payloads when they are ingested
     # (service.crawl.records): saved files are not even read here, and a network crawl
-    # parses its responses only for the requests they lead to. An FX feed's few rates are
-    # kept as parsed.
+    # keeps the records it parses for the requests they lead to only while they are few.
+    # An FX feed's few rates are kept as parsed.
     lazy = getattr(source_cls, "kind", None) != "fx"
     if from_files:
         output = run_from_files(source, ctx, from_files, parse=not lazy)
@@ -134,10 +135,15 @@ def fetch_source(
         if own_cap and own_cap > policy.max_bytes:  # e.g. AWS's multi-GB offer files
             policy = replace(policy, max_bytes=own_cap)
         output = run_api_source(
-            source, ctx, policy, transport=transport, on_page=on_page, keep_records=not lazy
+            source,
+            ctx,
+            policy,
+            transport=transport,
+            on_page=on_page,
+            keep_records=http.KEEP_RECORDS if lazy else None,
         )
     output.notes.update(source_notes(source))  # what the source left out on purpose
-    if lazy:
+    if lazy and (from_files or len(output.records) < output.parsed):
         restart = not from_files
 
         def reread() -> Iterator[RawRecord]:

@@ -26,6 +26,7 @@ from sqlalchemy import Engine, select
 import crawlers.pipeline as pipeline_module
 import service.catalog.resolver as resolver_module
 import service.crawl.run as run_module
+from crawlers import http
 from crawlers.base import ApiSource, Context, Request, Response
 from crawlers.http import json_body, require
 from crawlers.registry import all_sources
@@ -76,7 +77,10 @@ class Paged(ApiSource):
 
 @pytest.fixture(autouse=True)
 def registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test source, registered; a network crawl keeps none of its parsed records (as
+    one past :data:`crawlers.http.KEEP_RECORDS` does)."""
     monkeypatch.setitem(all_sources(), NAME, Paged)
+    monkeypatch.setattr(http, "KEEP_RECORDS", 0)
     PARSES.clear()
 
 
@@ -125,6 +129,29 @@ def test_each_offer_links_to_the_page_it_came_from(
     assert len(report.records) == 9  # counted by the reading
     assert len(list(report.records)) == 9  # read again, from the payloads kept in memory
     assert sorted(PARSES.values()) == [3, 3, 3]
+
+
+def test_a_small_network_crawl_keeps_its_records_and_their_provenance(
+    engine: Engine, settings: Settings, server: ReplayServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Up to KEEP_RECORDS raw records, a network crawl's responses are parsed once."""
+    monkeypatch.setattr(http, "KEEP_RECORDS", 9)
+    bodies = [page(1), page(2), page(3, last=True)]
+    for n, body in enumerate(bodies, start=1):
+        server.route(f"/items?page={n}", Reply(body))
+    report = crawl_source(engine, configured(settings, server), NAME)
+    assert report.label == "ok" and report.counts["added"] == 9, report
+    expected = {f"p{n}-{i}": sha(body) for n, body in enumerate(bodies, 1) for i in range(3)}
+    assert provenance(engine) == expected
+    assert sorted(PARSES.values()) == [1, 1, 1]
+    monkeypatch.setattr(http, "KEEP_RECORDS", 8)  # one too many: none kept, parsed again
+    PARSES.clear()
+    server.route("/items?page=1", Reply(page(1, more=[{"sku": "p1-9", "price": "7"}])))
+    for n, body in enumerate(bodies[1:], start=2):
+        server.route(f"/items?page={n}", Reply(body))
+    again = crawl_source(engine, configured(settings, server), NAME)
+    assert again.label == "ok" and again.counts["added"] == 1, again
+    assert sorted(PARSES.values()) == [2, 2, 2]
 
 
 def test_provenance_holds_when_an_ambiguous_offer_makes_a_second_pass(
