@@ -66,11 +66,10 @@ class CrawlRecords:
                 yield Sourced(record, None if index is None else digests[index])
 
     def __len__(self) -> int:
-        """The valid records of the last complete reading (read once when none was)."""
+        """The valid records of the last complete reading. Before one, a TypeError (so
+        ``list(records)``, which asks for a length first, reads the crawl only once)."""
         if self._valid is None:
-            for _ in self._batches():
-                pass
-        assert self._valid is not None
+            raise TypeError("the crawl's records were not read yet")
         return self._valid
 
     @property
