@@ -52,6 +52,7 @@ from crawlers.platforms.skypilot import (
     COUNTRY_RULES,
     amount_text,
     collapse,
+    handed_on,
     number_text,
     parse_decimal,
     payload_bytes,
@@ -186,9 +187,10 @@ class GpuhuntCatalog(ApiSource):
         for line, row in read_csv(body, self.REQUIRED, self.stats, what=what):
             records.extend(self.offers(row, line, response))
         offers = collapse(records)
+        del records, body
         self.stats["offers"] += len(offers)
         log.info("%s: %s", what, dict(sorted(self.stats.items())))
-        yield from offers
+        yield from handed_on(offers)
 
     def offers(self, row: Mapping[str, str], line: int, response: Response) -> list[RawRecord]:
         count_text = row["gpu_count"]

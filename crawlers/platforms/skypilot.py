@@ -236,6 +236,15 @@ COUNTRY_RULES: dict[str, Callable[[str, str], str | None]] = {
 }
 
 
+def handed_on(records: list[RawRecord]) -> Iterator[RawRecord]:
+    """Each of ``records`` in order, let go of as it is yielded (the list is emptied): a
+    crawl reads a payload's records a batch at a time, and the ingest's own state grows
+    as the parser's shrinks instead of on top of it."""
+    records.reverse()
+    while records:
+        yield records.pop()
+
+
 def collapse(records: Iterable[RawRecord]) -> list[RawRecord]:
     """One record per offer identity (sku, region, price kind), in first-seen order.
 
@@ -384,9 +393,10 @@ class SkyPilotCatalog(ApiSource):
         for line, row in read_csv(payload_bytes(response), self.REQUIRED, self.stats, what=what):
             records.extend(self.offers(row, line, response))
         offers = collapse(records)
+        del records
         self.stats["offers"] += len(offers)
         log.info("%s: %s", what, dict(sorted(self.stats.items())))
-        yield from offers
+        yield from handed_on(offers)
 
     def offers(self, row: Mapping[str, str], line: int, response: Response) -> list[RawRecord]:
         """The on-demand and spot records of one row (none for a non-GPU or unpriced row)."""
