@@ -38,6 +38,7 @@ from service.core.db import make_engine
 from service.crawl.run import crawl_source
 from tests.support.factories import catalog_state
 from tests.support.replay import ReplayServer, Reply
+from tests.support.source_contract import configure, is_spider, replay
 
 OFFER = Offer.__table__  # type: ignore[attr-defined]
 OBS = PriceObservation.__table__  # type: ignore[attr-defined]
@@ -87,6 +88,13 @@ def registered(monkeypatch: pytest.MonkeyPatch) -> None:
 def page(n: int, items: int = 3, last: bool = False, more: list[Any] | None = None) -> bytes:
     offers = [{"sku": f"p{n}-{i}", "price": f"{n}.{i + 1}"} for i in range(items)]
     return orjson.dumps({"items": offers + (more or []), "next": None if last else n + 1})
+
+
+API = sorted(
+    name
+    for name, cls in all_sources().items()
+    if not is_spider(cls) and getattr(cls, "kind", None) != "fx"
+)
 
 
 def configured(settings: Settings, server: ReplayServer) -> Settings:
@@ -199,6 +207,36 @@ def test_saved_files_are_read_when_the_records_are_and_keep_their_provenance(
     dry = crawl_source(None, settings, NAME, from_files=files, dry_run=True)
     assert dry.label == "ok" and dry.counts == {"seen": 8, "rejected": 0, "unmapped": 0}
     assert [r.sku for r in dry.records] == [f"p{n}-{i}" for n in (1, 2) for i in range(4)]
+
+
+@pytest.mark.parametrize("name", API)
+def test_every_api_source_reads_its_records_again_from_its_payloads(
+    name: str, server: ReplayServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parsed again from its payloads (as a crawl past KEEP_RECORDS is), a network crawl of
+    each API source's fixtures gives the records, rejections, unmapped names and counts it
+    gives keeping what it parsed while fetching (its ``start`` run again first)."""
+    settings = configure(Settings(environment="test", _env_file=None), server, name)  # type: ignore[call-arg]
+
+    def crawl(keep: int) -> Any:
+        monkeypatch.setattr(http, "KEEP_RECORDS", keep)
+        replay(name).serve(server)
+        report = crawl_source(None, settings, name)
+        assert report.label == "ok", report
+        return (
+            # when each crawl fetched its payloads aside
+            [record.model_dump(mode="json", exclude={"observed_at"}) for record in report.records],
+            [
+                (r.position, r.reason, {**(r.record or {}), "observed_at": None})
+                for r in report.rejections
+            ],
+            report.unmapped,
+            report.counts,
+        )
+
+    kept = crawl(10**9)
+    assert kept[0], "no records"
+    assert crawl(0) == kept
 
 
 @pytest.mark.parametrize(
