@@ -119,6 +119,10 @@ class ApiSource:
     terms_url: ClassVar[str | None] = None
     max_bytes: ClassVar[int | None] = None
     """A larger byte budget than the global one, for sources with huge payloads."""
+    keep_records: ClassVar[bool] = False
+    """Keep every record a network crawl parses, however many, instead of parsing its
+    payloads again when they are ingested (``crawlers.http.KEEP_RECORDS``): for payloads
+    that cost far more to parse again than their records cost to hold."""
     fixtures: ClassVar[str | None] = None
     """Folder under fixtures/ with this source's recorded responses (defaults to name)."""
 

@@ -152,6 +152,7 @@ class AwsPriceList(ApiSource):
     base_url = PUBLIC_BASE
     currency = "USD"
     max_bytes = 100 * 1024**3  # every region's EC2 offer file: tens of GB in all, streamed
+    keep_records = True  # a few GPU offers out of tens of GB: never parsed twice
     docs_url = "https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/price-changes.html"
     terms_url = "https://aws.amazon.com/ec2/pricing/"
 

@@ -127,6 +127,7 @@ def fetch_source(
     # keeps the records it parses for the requests they lead to only while they are few.
     # An FX feed's few rates are kept as parsed.
     lazy = getattr(source_cls, "kind", None) != "fx"
+    keep_all = not lazy or getattr(source_cls, "keep_records", False)
     if from_files:
         output = run_from_files(source, ctx, from_files, parse=not lazy)
     else:
@@ -140,7 +141,7 @@ def fetch_source(
             policy,
             transport=transport,
             on_page=on_page,
-            keep_records=http.KEEP_RECORDS if lazy else None,
+            keep_records=None if keep_all else http.KEEP_RECORDS,
         )
     output.notes.update(source_notes(source))  # what the source left out on purpose
     if lazy and (from_files or len(output.records) < output.parsed):
