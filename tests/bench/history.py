@@ -23,7 +23,7 @@ Measured in-process through ``service.query`` (what the API routes and ``gpuatla
 history`` / ``diff`` run), p50 and p99 per kind: one offer's history raw and at day
 resolution (a round-the-catalog offer, and a hot one), the diff of two consecutive
 versions, a page of the change feed (``GET /v1/changes``), the listing ``as_of`` a month
-back (default order, and four filters), and exports (CSV rows/s through the export route's
+back (default order: unfiltered, four filters, and under a price cap dearest first), and exports (CSV rows/s through the export route's
 generator, current and ``as_of``). Also bytes per observation on disk (table and its
 indexes: SQLite ``dbstat``, PostgreSQL ``pg_total_relation_size``), the build time, and
 the plans of each kind's slowest statement. GPUATLAS_BENCH_HISTORY_SECONDS: seconds per
@@ -85,6 +85,7 @@ BACKENDS = {
 }
 SOURCE = "bench"
 LISTING = OfferFilters(gpu="h100", not_country=("US",), min_gpus=Decimal(2), price_kind="on_demand")
+CAPPED = OfferFilters(max_price_per_gpu_hour=Decimal(2))
 
 
 def reuse(url: str) -> dict[str, Any]:
@@ -477,6 +478,9 @@ def run_backend(name: str, url: str, kept: bool = False, keep_to: Path | None = 
             ],
             "as_of a month back, 4 filters (100)": [
                 lambda: list_offers(conn, LISTING, 100, version=month_back)
+            ],
+            "as_of a month back, under 2 USD, dearest first (100)": [
+                lambda: list_offers(conn, CAPPED, 100, version=month_back, descending=True)
             ],
         }
         if conn.dialect.name == "postgresql":  # what PostgreSQL's JIT compilation costs them
