@@ -27,7 +27,7 @@ from service.query.offers import After, list_offers
 from tests.query.test_history_reads import build
 from tests.support.factories import records
 
-WALK_STATEMENT = re.compile(r"FROM price_observation\s+(WHERE|CROSS JOIN offer|JOIN offer)")
+WALK_STATEMENT = re.compile(r"FROM price_observation\s+(WHERE|CROSS JOIN offer|JOIN LATERAL)")
 """The walk's two statements: the bound, and the bounded walk."""
 FILTERS = (
     OfferFilters(),
