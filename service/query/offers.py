@@ -313,8 +313,9 @@ def _pinned_walk(
     entry from where the page starts (read from the index alone), then the observations in
     force at ``version`` priced up to P, matched against the filters, in order. If they
     hold the page, it is the page: every later offer costs more (or as much, with a
-    higher id). Else the walk is tried once more :data:`WIDER` times deeper, then given
-    up (selective filters: sorting their matches is cheaper), as it is when the index
+    higher id). Else, if that range held a :data:`WIDER`-th of the page at least, the walk
+    is tried once more :data:`WIDER` times deeper; then (or at once, for filters that
+    selective) it is given up: sorting their matches is cheaper. So it is when the index
     ends short of the page (the offers without a USD price come last: the full path reads
     them). The peer precedence is tested on the rows read (:func:`_outranked_later`)."""
     dialect = conn.dialect.name
@@ -374,7 +375,7 @@ def _pinned_walk(
             ids = [row["id"] for row in _outranked_later(conn, bounded, version, limit, 0)]
         if len(ids) >= limit:
             return ids
-        if bound is None:
+        if bound is None or len(ids) * WIDER < limit:  # too selective for a deeper walk
             return None
     return None
 
