@@ -122,9 +122,9 @@ def sha(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()
 
 
-def test_each_offer_links_to_the_page_it_came_from(
-    engine: Engine, settings: Settings, server: ReplayServer
-) -> None:
+def crawl_three_pages(engine: Engine, settings: Settings, server: ReplayServer) -> Any:
+    """A crawl of three pages of three offers each; every offer's observation links to
+    the sha256 of its own page."""
     bodies = [page(1), page(2), page(3, last=True)]
     for n, body in enumerate(bodies, start=1):
         server.route(f"/items?page={n}", Reply(body))
@@ -132,6 +132,13 @@ def test_each_offer_links_to_the_page_it_came_from(
     assert report.label == "ok" and report.counts["added"] == 9, report
     expected = {f"p{n}-{i}": sha(body) for n, body in enumerate(bodies, 1) for i in range(3)}
     assert provenance(engine) == expected
+    return report, bodies
+
+
+def test_each_offer_links_to_the_page_it_came_from(
+    engine: Engine, settings: Settings, server: ReplayServer
+) -> None:
+    report, _ = crawl_three_pages(engine, settings, server)
     # fetched and parsed once for the requests each page leads to, then read once
     assert sorted(PARSES.values()) == [2, 2, 2]
     assert len(report.records) == 9  # counted by the reading
@@ -144,13 +151,7 @@ def test_a_small_network_crawl_keeps_its_records_and_their_provenance(
 ) -> None:
     """Up to KEEP_RECORDS raw records, a network crawl's responses are parsed once."""
     monkeypatch.setattr(http, "KEEP_RECORDS", 9)
-    bodies = [page(1), page(2), page(3, last=True)]
-    for n, body in enumerate(bodies, start=1):
-        server.route(f"/items?page={n}", Reply(body))
-    report = crawl_source(engine, configured(settings, server), NAME)
-    assert report.label == "ok" and report.counts["added"] == 9, report
-    expected = {f"p{n}-{i}": sha(body) for n, body in enumerate(bodies, 1) for i in range(3)}
-    assert provenance(engine) == expected
+    _, bodies = crawl_three_pages(engine, settings, server)
     assert sorted(PARSES.values()) == [1, 1, 1]
     monkeypatch.setattr(http, "KEEP_RECORDS", 8)  # one too many: none kept, parsed again
     PARSES.clear()
