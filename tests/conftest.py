@@ -13,10 +13,11 @@ from sqlalchemy import Engine, text
 from typer.testing import CliRunner
 
 from service.alerts.listeners import install
-from service.core.config import Settings, get_settings
+from service.compliance.reference_load import load_reference
+from service.core.config import REFERENCE_DIR, Settings, get_settings
 from service.core.db import make_engine, normalize_url
 from service.core.migrate import upgrade
-from tests.support.pg import pg_database
+from tests.support.pg import Snapshot, can_skip_foreign_keys, empty_database, pg_database, snapshot
 from tests.support.replay import ReplayServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,10 +52,31 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def sqlite_reference_template(sqlite_template: Path) -> Path:
+    """The migrated template with ``fixtures/reference/`` loaded (once per process)."""
+    path = sqlite_template.with_name("reference.db")
+    shutil.copy(sqlite_template, path)
+    engine = make_engine(f"sqlite:///{path}")
+    try:
+        load_reference(engine, REFERENCE_DIR)
+    finally:
+        engine.dispose()
+    return path
+
+
 @pytest.fixture
 def sqlite_url(sqlite_template: Path, tmp_path: Path) -> str:
     path = tmp_path / "gpuatlas.db"
     shutil.copy(sqlite_template, path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture
+def sqlite_reference_url(sqlite_reference_template: Path, tmp_path: Path) -> str:
+    """A file of its own holding the reference data, as ``load_reference`` leaves it."""
+    path = tmp_path / "gpuatlas.db"
+    shutil.copy(sqlite_reference_template, path)
     return f"sqlite:///{path}"
 
 
@@ -76,7 +98,23 @@ def pg_session_url() -> Iterator[str]:
         yield url
 
 
-def truncate_all(url: str) -> None:
+_FAST_EMPTY: dict[str, bool] = {}
+
+
+def truncate_all(url: str, restore: Snapshot | None = None) -> None:
+    """Empty every table (sequences restarted), then put ``restore`` back if given."""
+    if url not in _FAST_EMPTY:
+        _FAST_EMPTY[url] = can_skip_foreign_keys(url)
+    if _FAST_EMPTY[url]:
+        empty_database(url, restore)
+        return
+    _truncate_every_table(url)
+    if restore is not None:
+        raise RuntimeError("restoring a snapshot needs session_replication_role")
+
+
+def _truncate_every_table(url: str) -> None:
+    """The slow way (a role that may not skip foreign keys): TRUNCATE every table."""
     engine = make_engine(url)
     try:
         with engine.begin() as conn:
@@ -107,11 +145,55 @@ def pg_url(pg_session_url: str) -> str:
     return pg_session_url
 
 
+_PG_REFERENCE: dict[str, Snapshot | None] = {}
+
+
+@pytest.fixture
+def pg_reference_url(pg_session_url: str) -> str:
+    """The process's database emptied, then holding the reference data: loaded once per
+    process and snapshotted, then restored from the snapshot before each test (loaded
+    again each time when the role may not skip foreign keys)."""
+    url = pg_session_url
+    if url not in _PG_REFERENCE:
+        truncate_all(url)
+        engine = make_engine(url)
+        try:
+            load_reference(engine, REFERENCE_DIR)
+        finally:
+            engine.dispose()
+        _PG_REFERENCE[url] = snapshot(url) if _FAST_EMPTY[url] else None
+        return url
+    shot = _PG_REFERENCE[url]
+    truncate_all(url, shot)
+    if shot is None:
+        engine = make_engine(url)
+        try:
+            load_reference(engine, REFERENCE_DIR)
+        finally:
+            engine.dispose()
+    return url
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def db_url(request: pytest.FixtureRequest) -> str:
-    """Each test using this runs on a fresh SQLite file and on the PostgreSQL server."""
-    fixture = "sqlite_url" if request.param == "sqlite" else "pg_url"
+    """Each test using this runs on a fresh SQLite file and on the PostgreSQL server; when
+    the test (or a fixture it uses) requests ``reference_data``, the database starts with
+    ``fixtures/reference/`` loaded."""
+    reference = "reference_data" in request.fixturenames
+    if request.param == "sqlite":
+        fixture = "sqlite_reference_url" if reference else "sqlite_url"
+    else:
+        fixture = "pg_reference_url" if reference else "pg_url"
     return str(request.getfixturevalue(fixture))
+
+
+@pytest.fixture
+def reference_data(db_url: str) -> None:
+    """Request this instead of calling ``load_reference(engine, REFERENCE_DIR)`` first
+    thing: ``db_url``'s database then already holds the reference data, loaded once per
+    test process and copied (SQLite: a template file; PostgreSQL: a snapshot of the rows,
+    see tests/support/pg.py) rather than loaded again for each test. The data equals a
+    fresh load's except for the load time that compliance versions record (minutes older)."""
 
 
 @pytest.fixture

@@ -30,6 +30,13 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     scheduler_enabled: bool = True
+    scheduler_poll_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        le=300,
+        description="PostgreSQL: how often a waiting scheduler tries to become the leader, "
+        "and how often the leader checks its lock's connection",
+    )
     workers: int = Field(
         default=1,
         ge=1,

@@ -146,8 +146,9 @@ class SqliteSchedulerLock:
 class Leader:
     """Runs the scheduler while this process holds the database's scheduler lock."""
 
-    def __init__(self, engine: Engine, settings: Settings, poll_seconds: float = 5.0) -> None:
-        self.engine, self.settings, self.poll_seconds = engine, settings, poll_seconds
+    def __init__(self, engine: Engine, settings: Settings) -> None:
+        self.engine, self.settings = engine, settings
+        self.poll_seconds = settings.scheduler_poll_seconds
         self.scheduler: BackgroundScheduler | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

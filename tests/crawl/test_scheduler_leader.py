@@ -25,6 +25,9 @@ from tests.support.replay import ReplayServer, Reply
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]
 ROUTE = "/pls/apex/cetools/api/v1/products/?currencyCode=USD"
 INTERVAL = 10
+POLL = 0.5
+"""GPUATLAS_SCHEDULER_POLL_SECONDS: the follower tries to lead every half second (5 by
+default), so a takeover does not wait out a long poll; the lock is what is tested."""
 
 pytestmark = pytest.mark.postgres
 
@@ -38,6 +41,7 @@ def start_scheduler(url: str, base: str, log: IO[bytes]) -> subprocess.Popen[byt
         "GPUATLAS_SCHEDULES": json.dumps(schedules),
         "GPUATLAS_SOURCE_BASE_URLS": json.dumps({"oracle": base}),
         "GPUATLAS_HTTP_MAX_RETRIES": "0",
+        "GPUATLAS_SCHEDULER_POLL_SECONDS": str(POLL),
         "PYTHONPATH": str(ROOT),
     }
     return subprocess.Popen(
