@@ -101,6 +101,15 @@ def pg_session_url() -> Iterator[str]:
 _FAST_EMPTY: dict[str, bool] = {}
 
 
+@pytest.fixture(scope="session")
+def pg_module_session_url() -> Iterator[str]:
+    """A second PostgreSQL database of this process, migrated once: the one that a module
+    shares (``module_db_url``), so that no ``pg_url`` test empties it under the module."""
+    with scratch_pg_database() as url:
+        upgrade(url)
+        yield url
+
+
 def truncate_all(url: str, restore: Snapshot | None = None) -> None:
     """Empty every table (sequences restarted), then put ``restore`` back if given."""
     if url not in _FAST_EMPTY:
@@ -148,12 +157,10 @@ def pg_url(pg_session_url: str) -> str:
 _PG_REFERENCE: dict[str, Snapshot | None] = {}
 
 
-@pytest.fixture
-def pg_reference_url(pg_session_url: str) -> str:
-    """The process's database emptied, then holding the reference data: loaded once per
-    process and snapshotted, then restored from the snapshot before each test (loaded
-    again each time when the role may not skip foreign keys)."""
-    url = pg_session_url
+def with_reference(url: str) -> str:
+    """``url`` (a database of this process) emptied, then holding the reference data: loaded
+    once per process and snapshotted, then restored from the snapshot (loaded again each
+    time when the role may not skip foreign keys)."""
     if url not in _PG_REFERENCE:
         truncate_all(url)
         engine = make_engine(url)
@@ -174,6 +181,11 @@ def pg_reference_url(pg_session_url: str) -> str:
     return url
 
 
+@pytest.fixture
+def pg_reference_url(pg_session_url: str) -> str:
+    return with_reference(pg_session_url)
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def db_url(request: pytest.FixtureRequest) -> str:
     """Each test using this runs on a fresh SQLite file and on the PostgreSQL server; when
@@ -185,6 +197,39 @@ def db_url(request: pytest.FixtureRequest) -> str:
     else:
         fixture = "pg_reference_url" if reference else "pg_url"
     return str(request.getfixturevalue(fixture))
+
+
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def module_db_url(
+    request: pytest.FixtureRequest,
+    sqlite_reference_template: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[str]:
+    """A database with the reference data for a module's tests to share, on SQLite and on
+    PostgreSQL. Only for tests that read: the module's fixture seeds it once and wraps
+    its tests in ``tests.support.readonly.unchanged``, which proves that they only read.
+    (PostgreSQL: ``pg_module_session_url``, emptied and given the reference data again
+    for each module: one module's fixture at a time lives in a process.)"""
+    if request.param == "sqlite":
+        path = tmp_path_factory.mktemp("module") / "gpuatlas.db"
+        shutil.copy(sqlite_reference_template, path)
+        yield f"sqlite:///{path}"
+        return
+    yield with_reference(request.getfixturevalue("pg_module_session_url"))
+
+
+@pytest.fixture(scope="module")
+def module_engine(module_db_url: str) -> Iterator[Engine]:
+    engine = make_engine(module_db_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def module_settings(module_db_url: str) -> Settings:
+    return Settings(database_url=module_db_url, environment="test", _env_file=None)  # type: ignore[call-arg]
 
 
 @pytest.fixture

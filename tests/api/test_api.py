@@ -10,16 +10,17 @@ from sqlalchemy import Engine
 
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult
-from service.compliance.reference_load import load_reference
-from service.core.config import REFERENCE_DIR, Settings
+from service.core.config import Settings
 from tests.support.api_client import api_client
 from tests.support.factories import record, records
 from tests.support.problems import assert_problem
+from tests.support.readonly import unchanged
 
 
-@pytest.fixture
-def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
-    load_reference(engine, REFERENCE_DIR)
+@pytest.fixture(scope="module")
+def client(module_engine: Engine, module_settings: Settings) -> Iterator[TestClient]:
+    """One catalog for the module's tests, which only read it (checked after them)."""
+    engine, settings = module_engine, module_settings
     recs = records(30, provider="lambda") + [
         record(100, provider="lambda", gpu_name_raw="A100 80GB", country="US", amount="9.99")
     ]
@@ -27,7 +28,8 @@ def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
     changed = [dict(r) for r in recs]
     changed[0]["amount"] = "21.50"
     ingest(engine, settings, CrawlResult(source="acme", records=changed))
-    yield from api_client(settings)
+    with unchanged(engine):
+        yield from api_client(settings)
 
 
 def test_health_and_readiness(client: TestClient) -> None:

@@ -51,9 +51,11 @@ def _crawl(records: list[dict[str, Any]], when: datetime) -> CrawlResult:
     return CrawlResult(source="acme", records=records, payloads=[payload])
 
 
-def seed(engine: Engine, settings: Settings) -> None:
-    """Reference data, then one ingest plus one per price change of HISTORY_SKU (weeks apart)."""
-    load_reference(engine, REFERENCE_DIR)
+def seed(engine: Engine, settings: Settings, *, reference: bool = True) -> None:
+    """Reference data (unless ``reference=False``: the database holds it already), then one
+    ingest plus one per price change of HISTORY_SKU (weeks apart)."""
+    if reference:
+        load_reference(engine, REFERENCE_DIR)
     records = seed_records()
     start = datetime.now(UTC) - timedelta(days=120)
     ingest(engine, settings, _crawl(records, start), now=start)

@@ -14,6 +14,7 @@ from service.core.config import Settings
 from service.web.chart import step_chart
 from service.web.render import decimal_text, money_text, web_url
 from tests.support.api_client import api_client
+from tests.support.readonly import unchanged
 from tests.support.web_seed import (
     A100_OFFERS,
     H100_OFFERS,
@@ -26,10 +27,12 @@ from tests.support.web_seed import (
 TOTAL = H100_OFFERS + A100_OFFERS + 1
 
 
-@pytest.fixture
-def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
-    seed(engine, settings)
-    yield from api_client(settings)
+@pytest.fixture(scope="module")
+def client(module_engine: Engine, module_settings: Settings) -> Iterator[TestClient]:
+    """One catalog for the module's tests, which only read it (checked after them)."""
+    seed(module_engine, module_settings, reference=False)
+    with unchanged(module_engine):
+        yield from api_client(module_settings)
 
 
 def per_gpu_prices(html: str) -> list[Decimal]:
@@ -187,8 +190,9 @@ def test_static_files_are_served(client: TestClient) -> None:
 
 
 def test_listing_page_query_count_does_not_grow_with_rows(
-    client: TestClient, engine: Engine
+    client: TestClient, module_engine: Engine
 ) -> None:
+    engine = module_engine
     statements: list[str] = []
 
     def count(*args: object) -> None:

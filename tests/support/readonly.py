@@ -1,0 +1,32 @@
+"""Proof that tests sharing one database (a module-scoped fixture) only read it: a
+fingerprint of every table's rows before and after them must match."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import Engine, MetaData, select
+
+
+def fingerprint(engine: Engine) -> str:
+    """A hash of every row of every table (sorted, so row order does not matter)."""
+    meta = MetaData()
+    meta.reflect(engine)
+    digest = hashlib.sha256()
+    with engine.connect() as conn:
+        for name in sorted(meta.tables):
+            rows = sorted(repr(tuple(row)) for row in conn.execute(select(meta.tables[name])))
+            digest.update(f"{name}:{len(rows)}\n".encode())
+            for row in rows:
+                digest.update(row.encode())
+    return digest.hexdigest()
+
+
+@contextmanager
+def unchanged(engine: Engine) -> Iterator[None]:
+    """The body (the module's tests) must leave the database as it found it."""
+    before = fingerprint(engine)
+    yield
+    assert fingerprint(engine) == before, "a test of this module wrote to its shared database"
