@@ -24,10 +24,10 @@ from service.api.main import create_app
 from service.catalog.fx import Rate, store_rates
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult
-from service.compliance.reference_load import load_reference
-from service.core.config import REFERENCE_DIR, Settings
+from service.core.config import Settings
 from service.core.migrate import downgrade, upgrade
 from tests.support.factories import record
+from tests.support.readonly import unchanged
 
 GPUS = ["H100 SXM", "A100 80GB", "H200 SXM", "L4"]
 COUNTRIES = ["DE", "FR", "US", "JP", "NL"]
@@ -59,7 +59,7 @@ PROVIDERS = [("lambda", "lambda", 0), ("ovhcloud", "ovhcloud", 1), ("aws", "aws"
 
 
 def seed(engine: Engine, settings: Settings) -> None:
-    load_reference(engine, REFERENCE_DIR)
+    """The catalog, on a database that holds the reference data already."""
     for provider, source, shift in PROVIDERS:
         ingest(
             engine,
@@ -77,14 +77,27 @@ def seed(engine: Engine, settings: Settings) -> None:
     ingest(engine, settings, CrawlResult(source="skypilot:lambda", records=peer))
 
 
-@pytest.fixture
-def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
-    seed(engine, settings)
+def _client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
     app = create_app(settings.model_copy(update={"scheduler_enabled": False}))
     with TestClient(app) as test_client:
         test_client.engine = engine  # type: ignore[attr-defined]
         test_client.gpuatlas_settings = settings  # type: ignore[attr-defined]
         yield test_client
+
+
+@pytest.fixture(scope="module")
+def client(module_engine: Engine, module_settings: Settings) -> Iterator[TestClient]:
+    """One catalog for the module's tests that only read it (checked after them)."""
+    seed(module_engine, module_settings)
+    with unchanged(module_engine):
+        yield from _client(module_engine, module_settings)
+
+
+@pytest.fixture
+def writable(engine: Engine, settings: Settings, reference_data: None) -> Iterator[TestClient]:
+    """The same catalog in a database of the test's own, for tests that write."""
+    seed(engine, settings)
+    yield from _client(engine, settings)
 
 
 def page_all(client: TestClient, params: dict[str, Any], limit: int = 7) -> list[dict[str, Any]]:
@@ -206,11 +219,11 @@ def test_every_matching_offer_is_returned(client: TestClient) -> None:
     assert got == {o["id"] for o in everything if _matches(o, params)} and got
 
 
-def test_cursor_is_pinned_while_an_ingest_commits(client: TestClient) -> None:
-    engine, settings = client.engine, client.gpuatlas_settings  # type: ignore[attr-defined]
-    first = client.get("/v1/offers", params={"limit": 10}).json()
+def test_cursor_is_pinned_while_an_ingest_commits(writable: TestClient) -> None:
+    engine, settings = writable.engine, writable.gpuatlas_settings  # type: ignore[attr-defined]
+    first = writable.get("/v1/offers", params={"limit": 10}).json()
     version = first["catalog_version"]
-    before = page_all(client, {}, limit=1000)
+    before = page_all(writable, {}, limit=1000)
     # a real ingest: lambda withdraws half its offers, reprices the rest, adds new ones
     changed = catalog("lambda", "lambda", 24)[:14]
     for r in changed:
@@ -227,16 +240,16 @@ def test_cursor_is_pinned_while_an_ingest_commits(client: TestClient) -> None:
     cursor = first["next_cursor"]
     pages = 1
     while cursor:
-        body = client.get("/v1/offers", params={"limit": 10, "cursor": cursor}).json()
+        body = writable.get("/v1/offers", params={"limit": 10, "cursor": cursor}).json()
         assert body["catalog_version"] == version
         seen += [o["id"] for o in body["data"]]
         cursor = body["next_cursor"]
         pages += 1
     assert pages > 3
     assert seen == [o["id"] for o in before]
-    now = client.get("/v1/offers", params={"limit": 1000}).json()
+    now = writable.get("/v1/offers", params={"limit": 1000}).json()
     assert now["catalog_version"] == version + 1 and len(now["data"]) != len(before)
-    old = client.get("/v1/offers", params={"limit": 1000, "as_of": str(version)}).json()
+    old = writable.get("/v1/offers", params={"limit": 1000, "as_of": str(version)}).json()
     assert [o["id"] for o in old["data"]] == [o["id"] for o in before]
     assert [o["price"] for o in old["data"]] == [o["price"] for o in before]
 
@@ -262,18 +275,18 @@ def test_as_of_time_and_version(client: TestClient) -> None:
     assert client.get("/v1/offers", params={"as_of": "2026-01-01T00:00:00"}).status_code == 422
 
 
-def test_offer_context_and_display_currency(client: TestClient) -> None:
-    offer = client.get("/v1/offers", params={"gpu": "h100", "limit": 1}).json()["data"][0]
+def test_offer_context_and_display_currency(writable: TestClient) -> None:
+    offer = writable.get("/v1/offers", params={"gpu": "h100", "limit": 1}).json()["data"][0]
     assert offer["price_per_pflop_hour_usd"] is not None
     expected = Decimal(offer["price_per_gpu_hour_usd"]) * 1000 / Decimal("989.5")
     assert abs(Decimal(offer["price_per_pflop_hour_usd"]) - expected) < Decimal("1e-9")
     assert offer["last_confirmed"] is not None
     assert isinstance(offer["certifications"], list)
-    usd = client.get("/v1/offers", params={"limit": 1, "currency": "usd"}).json()["data"][0]
+    usd = writable.get("/v1/offers", params={"limit": 1, "currency": "usd"}).json()["data"][0]
     assert usd["display_price"]["currency"] == "USD"
-    assert client.get("/v1/offers", params={"currency": "XXQ"}).status_code == 422
-    assert client.get("/v1/offers", params={"currency": "JPY"}).status_code == 422  # no rate
-    engine = client.engine  # type: ignore[attr-defined]
+    assert writable.get("/v1/offers", params={"currency": "XXQ"}).status_code == 422
+    assert writable.get("/v1/offers", params={"currency": "JPY"}).status_code == 422  # no rate
+    engine = writable.engine  # type: ignore[attr-defined]
     with engine.begin() as conn:
         store_rates(
             conn,
@@ -284,53 +297,53 @@ def test_offer_context_and_display_currency(client: TestClient) -> None:
             "test",
             None,
         )
-    eur = client.get("/v1/offers", params={"limit": 1, "currency": "EUR"}).json()["data"][0]
+    eur = writable.get("/v1/offers", params={"limit": 1, "currency": "EUR"}).json()["data"][0]
     assert Decimal(eur["display_price"]["amount"]) == Decimal(eur["price_usd"]) * Decimal("0.8")
-    jpy = client.get("/v1/offers", params={"limit": 1, "currency": "JPY"}).json()["data"][0]
+    jpy = writable.get("/v1/offers", params={"limit": 1, "currency": "JPY"}).json()["data"][0]
     assert jpy["display_price"]["currency"] == "JPY"
 
 
-def test_history_buckets(client: TestClient) -> None:
-    engine, settings = client.engine, client.gpuatlas_settings  # type: ignore[attr-defined]
+def test_history_buckets(writable: TestClient) -> None:
+    engine, settings = writable.engine, writable.gpuatlas_settings  # type: ignore[attr-defined]
     recs = catalog("aws", "aws", 24, 2)
     for amount in ("3.00", "2.00", "5.00"):
         recs[0]["amount"] = amount
         ingest(engine, settings, CrawlResult(source="aws", records=recs))
-    offer = next(o for o in page_all(client, {"provider": "aws"}, 100) if o["sku"] == "aws-0")
-    raw = client.get(f"/v1/offers/{offer['id']}/history").json()
+    offer = next(o for o in page_all(writable, {"provider": "aws"}, 100) if o["sku"] == "aws-0")
+    raw = writable.get(f"/v1/offers/{offer['id']}/history").json()
     assert [h["amount"] for h in raw][-3:] == ["3", "2", "5"]
-    day = client.get(f"/v1/offers/{offer['id']}/history", params={"resolution": "day"}).json()
+    day = writable.get(f"/v1/offers/{offer['id']}/history", params={"resolution": "day"}).json()
     assert day["resolution"] == "day" and len(day["data"]) == 1
     bucket = day["data"][0]
     lowest = min(Decimal(h["amount"]) for h in raw)
     assert (Decimal(bucket["min"]), bucket["max"], bucket["last"]) == (lowest, "5", "5")
     assert bucket["observations"] == len(raw)
-    week = client.get(f"/v1/offers/{offer['id']}/history", params={"resolution": "week"}).json()
+    week = writable.get(f"/v1/offers/{offer['id']}/history", params={"resolution": "week"}).json()
     assert week["data"][0]["last"] == "5"
-    bad = client.get(f"/v1/offers/{offer['id']}/history", params={"resolution": "hour"})
+    bad = writable.get(f"/v1/offers/{offer['id']}/history", params={"resolution": "hour"})
     assert bad.status_code == 422
 
 
-def test_diff_and_change_feed(client: TestClient) -> None:
-    engine, settings = client.engine, client.gpuatlas_settings  # type: ignore[attr-defined]
-    version = client.get("/v1/versions").json()[0]["id"]
+def test_diff_and_change_feed(writable: TestClient) -> None:
+    engine, settings = writable.engine, writable.gpuatlas_settings  # type: ignore[attr-defined]
+    version = writable.get("/v1/versions").json()[0]["id"]
     recs = catalog("ovhcloud", "ovhcloud", 24, 1)
     recs[0]["amount"] = "2.5"
     recs = recs[:-1] + [record(77, provider="ovhcloud", source="ovhcloud", sku="ovh-new")]
     ingest(engine, settings, CrawlResult(source="ovhcloud", records=recs))
-    diff = client.get("/v1/diff", params={"from": version, "to": version + 1}).json()
+    diff = writable.get("/v1/diff", params={"from": version, "to": version + 1}).json()
     kinds = sorted((c["kind"], c["offer"]["sku"]) for c in diff["data"])
     assert kinds == [("added", "ovh-new"), ("changed", "ovhcloud-0"), ("withdrawn", "ovhcloud-23")]
     changed = next(c for c in diff["data"] if c["kind"] == "changed")
     assert changed["new"]["amount"] == "2.5" and changed["old"]["amount"] == "1.25"
-    feed = client.get("/v1/changes", params={"since": version}).json()
+    feed = writable.get("/v1/changes", params={"since": version}).json()
     assert sorted((c["kind"], c["offer"]["sku"]) for c in feed["data"]) == kinds
     assert all(c["version"] == version + 1 for c in feed["data"])
     # the whole feed from the start, paged, equals one page
-    whole = client.get("/v1/changes", params={"since": 0, "limit": 1000}).json()["data"]
+    whole = writable.get("/v1/changes", params={"since": 0, "limit": 1000}).json()["data"]
     paged, cursor = [], None
     while True:
-        body = client.get(
+        body = writable.get(
             "/v1/changes", params={"since": 0, "limit": 5, **({"cursor": cursor} if cursor else {})}
         ).json()
         paged += body["data"]
@@ -338,9 +351,9 @@ def test_diff_and_change_feed(client: TestClient) -> None:
         if not cursor:
             break
     assert paged == whole and len(whole) == 24 * 3 + 8 + 3
-    diff_pages = client.get("/v1/diff", params={"from": 0, "limit": 10}).json()
+    diff_pages = writable.get("/v1/diff", params={"from": 0, "limit": 10}).json()
     assert diff_pages["next_cursor"] and len(diff_pages["data"]) == 10
-    assert client.get("/v1/diff", params={"from": 999}).status_code == 422
+    assert writable.get("/v1/diff", params={"from": 999}).status_code == 422
 
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
@@ -389,38 +402,38 @@ def test_tco(client: TestClient) -> None:
         assert Decimal(r["total_usd"]) == Decimal(r["price_per_gpu_hour_usd"]) * 8 * 730 * 24
 
 
-def test_reference_endpoints(client: TestClient) -> None:
-    gpus = client.get("/v1/gpus").json()
+def test_reference_endpoints(writable: TestClient) -> None:
+    gpus = writable.get("/v1/gpus").json()
     assert any(g["slug"] == "nvidia-h100-sxm-80gb" for g in gpus)
-    assert client.get("/v1/gpus/nvidia-h100-sxm-80gb").json()["active_offers"] > 0
-    assert client.get("/v1/gpus/nope").status_code == 404
-    providers = client.get("/v1/providers").json()
+    assert writable.get("/v1/gpus/nvidia-h100-sxm-80gb").json()["active_offers"] > 0
+    assert writable.get("/v1/gpus/nope").status_code == 404
+    providers = writable.get("/v1/providers").json()
     assert next(p for p in providers if p["slug"] == "lambda")["active_offers"] == 24 + 8
-    assert client.get("/v1/providers/ovhcloud").json()["hq_country"] == "FR"
-    assert client.get("/v1/providers/nope").status_code == 404
-    assert client.get("/v1/regions", params={"country": "fr"}).status_code == 200
+    assert writable.get("/v1/providers/ovhcloud").json()["hq_country"] == "FR"
+    assert writable.get("/v1/providers/nope").status_code == 404
+    assert writable.get("/v1/regions", params={"country": "fr"}).status_code == 200
     from service.crawl.sources import sync_sources
 
-    assert client.get("/v1/sources").json() == []  # nothing synced yet: the API only reads
-    sync_sources(client.engine)  # type: ignore[attr-defined]
-    sources = {s["name"]: s for s in client.get("/v1/sources").json()}
+    assert writable.get("/v1/sources").json() == []  # nothing synced yet: the API only reads
+    sync_sources(writable.engine)  # type: ignore[attr-defined]
+    sources = {s["name"]: s for s in writable.get("/v1/sources").json()}
     assert sources["aws"]["provider"] == "aws" and sources["aws"]["interval_seconds"] == 86400
     assert sources["ecb"]["kind"] == "fx" and sources["ecb"]["last_run"] is None
 
 
-def test_etag_304_and_cache_control(client: TestClient) -> None:
-    first = client.get("/v1/offers", params={"gpu": "h100"})
+def test_etag_304_and_cache_control(writable: TestClient) -> None:
+    first = writable.get("/v1/offers", params={"gpu": "h100"})
     tag = first.headers["etag"]
     assert "max-age" in first.headers["cache-control"]
-    again = client.get("/v1/offers", params={"gpu": "h100"}, headers={"If-None-Match": tag})
+    again = writable.get("/v1/offers", params={"gpu": "h100"}, headers={"If-None-Match": tag})
     assert again.status_code == 304 and again.headers["etag"] == tag
-    other = client.get("/v1/offers", params={"gpu": "a100"}, headers={"If-None-Match": tag})
+    other = writable.get("/v1/offers", params={"gpu": "a100"}, headers={"If-None-Match": tag})
     assert other.status_code == 200
-    engine, settings = client.engine, client.gpuatlas_settings  # type: ignore[attr-defined]
+    engine, settings = writable.engine, writable.gpuatlas_settings  # type: ignore[attr-defined]
     recs = catalog("aws", "aws", 24, 2)
     recs[0]["amount"] = "3.33"
     ingest(engine, settings, CrawlResult(source="aws", records=recs))
-    stale = client.get("/v1/offers", params={"gpu": "h100"}, headers={"If-None-Match": tag})
+    stale = writable.get("/v1/offers", params={"gpu": "h100"}, headers={"If-None-Match": tag})
     assert stale.status_code == 200 and stale.headers["etag"] != tag
 
 
@@ -489,8 +502,8 @@ def _assert_sort_prices_consistent(engine: Engine) -> list[tuple[Any, ...]]:
     return rows
 
 
-def test_sort_price_is_written_with_every_price(client: TestClient) -> None:
-    engine, settings = client.engine, client.gpuatlas_settings  # type: ignore[attr-defined]
+def test_sort_price_is_written_with_every_price(writable: TestClient) -> None:
+    engine, settings = writable.engine, writable.gpuatlas_settings  # type: ignore[attr-defined]
     _assert_sort_prices_consistent(engine)
     changed = catalog("lambda", "lambda", 24)[:14]  # withdraws 10, reprices 14, adds 1
     for r in changed:
@@ -502,10 +515,10 @@ def test_sort_price_is_written_with_every_price(client: TestClient) -> None:
         engine, relaxed, CrawlResult(source="lambda", records=catalog("lambda", "lambda", 24, 3))
     )
     _assert_sort_prices_consistent(engine)
-    default = page_all(client, {}, limit=1000)
+    default = page_all(writable, {}, limit=1000)
     prices = [Decimal(o["price_per_gpu_hour_usd"]) for o in default]
     assert prices == sorted(prices)
-    pinned = client.get("/v1/offers", params={"limit": 1000, "as_of": str(1)}).json()["data"]
+    pinned = writable.get("/v1/offers", params={"limit": 1000, "as_of": str(1)}).json()["data"]
     pinned_prices = [Decimal(o["price_per_gpu_hour_usd"]) for o in pinned]
     assert pinned_prices == sorted(pinned_prices)
 
@@ -529,8 +542,8 @@ def test_max_price_filter_is_exact_on_both_paths(client: TestClient) -> None:
         }
 
 
-def test_migration_backfills_the_sort_price(client: TestClient) -> None:
-    engine = client.engine  # type: ignore[attr-defined]
+def test_migration_backfills_the_sort_price(writable: TestClient) -> None:
+    engine = writable.engine  # type: ignore[attr-defined]
     url = engine.url.render_as_string(hide_password=False)
     before = _assert_sort_prices_consistent(engine)
     engine.dispose()

@@ -10,18 +10,19 @@ from contextlib import contextmanager
 from sqlalchemy import Engine, MetaData, select
 
 
-def fingerprint(engine: Engine) -> str:
-    """A hash of every row of every table (sorted, so row order does not matter)."""
+def fingerprint(engine: Engine) -> dict[str, str]:
+    """Each table's hash of its rows (sorted, so row order does not matter)."""
     meta = MetaData()
     meta.reflect(engine)
-    digest = hashlib.sha256()
+    hashes = {}
     with engine.connect() as conn:
         for name in sorted(meta.tables):
             rows = sorted(repr(tuple(row)) for row in conn.execute(select(meta.tables[name])))
-            digest.update(f"{name}:{len(rows)}\n".encode())
+            digest = hashlib.sha256(f"{len(rows)}\n".encode())
             for row in rows:
                 digest.update(row.encode())
-    return digest.hexdigest()
+            hashes[name] = digest.hexdigest()
+    return hashes
 
 
 @contextmanager
@@ -29,4 +30,8 @@ def unchanged(engine: Engine) -> Iterator[None]:
     """The body (the module's tests) must leave the database as it found it."""
     before = fingerprint(engine)
     yield
-    assert fingerprint(engine) == before, "a test of this module wrote to its shared database"
+    after = fingerprint(engine)
+    changed = sorted(
+        name for name in before.keys() | after.keys() if before.get(name) != after.get(name)
+    )
+    assert not changed, f"a test of this module wrote to its shared database: {changed}"
