@@ -12,8 +12,7 @@ from sqlalchemy import Engine
 from service.alerts.keys import create_api_key
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult
-from service.compliance.reference_load import load_reference
-from service.core.config import REFERENCE_DIR, Settings
+from service.core.config import Settings
 from tests.support.api_client import api_client
 from tests.support.factories import records
 
@@ -21,8 +20,7 @@ A = "{http://www.w3.org/2005/Atom}"
 
 
 @pytest.fixture
-def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
-    load_reference(engine, REFERENCE_DIR)
+def client(engine: Engine, settings: Settings, reference_data: None) -> Iterator[TestClient]:
     yield from api_client(settings)
 
 

@@ -16,7 +16,7 @@ from service.api.conditional import content_etag, matches
 from service.api.main import create_app
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult
-from service.core.config import REFERENCE_DIR, Settings
+from service.core.config import Settings
 from service.query.versions import current_version
 from tests.support.factories import records
 
@@ -24,10 +24,7 @@ LISTING = "/v1/offers?limit=5"
 
 
 @pytest.fixture
-def seeded(engine: Engine, settings: Settings) -> Engine:
-    from service.compliance.reference_load import load_reference
-
-    load_reference(engine, REFERENCE_DIR)
+def seeded(engine: Engine, settings: Settings, reference_data: None) -> Engine:
     ingest(engine, settings, CrawlResult(source="acme", records=records(12, provider="lambda")))
     return engine
 

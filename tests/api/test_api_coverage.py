@@ -10,8 +10,7 @@ from sqlalchemy import Engine
 
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult
-from service.compliance.reference_load import load_reference
-from service.core.config import REFERENCE_DIR, Settings
+from service.core.config import Settings
 from service.crawl.sources import sync_sources
 from tests.support.api_client import api_client
 from tests.support.factories import record, records
@@ -19,8 +18,7 @@ from tests.support.problems import assert_problem
 
 
 @pytest.fixture
-def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
-    load_reference(engine, REFERENCE_DIR)
+def client(engine: Engine, settings: Settings, reference_data: None) -> Iterator[TestClient]:
     sync_sources(engine)
     first_party = records(6, source="lambda", provider="lambda") + [
         record(50, source="lambda", provider="lambda", gpu_name_raw="RTX 9999", price_kind="spot"),

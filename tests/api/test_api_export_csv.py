@@ -16,8 +16,7 @@ from sqlalchemy import Engine
 
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult
-from service.compliance.reference_load import load_reference
-from service.core.config import REFERENCE_DIR, Settings
+from service.core.config import Settings
 from tests.support.api_client import api_client
 from tests.support.factories import record
 
@@ -25,7 +24,6 @@ AWKWARD = ["plain", "with,comma", 'with "quotes"', "two\nlines", "carriage\rretu
 
 
 def awkward_catalog(engine: Engine, settings: Settings) -> None:
-    load_reference(engine, REFERENCE_DIR)
     records = [
         record(
             i,
@@ -42,7 +40,7 @@ def awkward_catalog(engine: Engine, settings: Settings) -> None:
 
 
 @pytest.fixture
-def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
+def client(engine: Engine, settings: Settings, reference_data: None) -> Iterator[TestClient]:
     awkward_catalog(engine, settings)
     yield from api_client(settings)
 

@@ -29,7 +29,9 @@ CHECKS = [not_a_server_error, response_schema_conformance, content_type_conforma
 
 
 @pytest.mark.slow
-def test_no_server_errors_and_responses_conform(engine: Engine, settings: Settings) -> None:
+def test_no_server_errors_and_responses_conform(
+    engine: Engine, settings: Settings, reference_data: None
+) -> None:
     seed(engine, settings)
     app = create_app(settings.model_copy(update={"scheduler_enabled": False}))
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)

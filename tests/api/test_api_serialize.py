@@ -29,7 +29,7 @@ OFFER = TypeAdapter(OfferDetail)
 
 
 @pytest.fixture
-def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
+def client(engine: Engine, settings: Settings, reference_data: None) -> Iterator[TestClient]:
     seed(engine, settings)
     yield from api_client(settings)
 

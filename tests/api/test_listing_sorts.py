@@ -25,8 +25,7 @@ from schema.catalog import GpuModel
 from service.api.main import create_app
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult
-from service.compliance.reference_load import load_reference
-from service.core.config import REFERENCE_DIR, Settings
+from service.core.config import Settings
 from service.query import offers as offers_module
 from service.query.filters import OfferFilters, resolve_compliance
 from service.query.offers import After, list_offers, live_gpu_slugs, offers_query
@@ -59,8 +58,7 @@ def _records(provider: str, source: str, n: int, price_shift: int = 0) -> list[d
 
 
 @pytest.fixture
-def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
-    load_reference(engine, REFERENCE_DIR)
+def client(engine: Engine, settings: Settings, reference_data: None) -> Iterator[TestClient]:
     for provider, shift in (("lambda", 0), ("aws", 1), ("ovhcloud", 0)):
         records = _records(provider, provider, 36, shift)
         ingest(engine, settings, CrawlResult(source=provider, records=records))

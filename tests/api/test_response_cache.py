@@ -35,8 +35,7 @@ def _app(settings: Settings, **update: Any) -> Any:
 
 
 @pytest.fixture
-def seeded(engine: Engine, settings: Settings) -> Engine:
-    load_reference(engine, REFERENCE_DIR)
+def seeded(engine: Engine, settings: Settings, reference_data: None) -> Engine:
     ingest(engine, settings, CrawlResult(source="acme", records=records(20, provider="lambda")))
     return engine
 

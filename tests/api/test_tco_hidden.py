@@ -16,8 +16,7 @@ from typer.testing import CliRunner
 from service.api.main import create_app
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult
-from service.compliance.reference_load import load_reference
-from service.core.config import REFERENCE_DIR, Settings, get_settings
+from service.core.config import Settings, get_settings
 from tests.support.cli import run
 from tests.support.factories import record
 from tests.support.problems import assert_problem
@@ -48,7 +47,6 @@ def _offer(i: int, provider: str, region: str, kind: str, amount: str) -> dict[s
 
 
 def seed(engine: Engine, settings: Settings) -> None:
-    load_reference(engine, REFERENCE_DIR)
     offers = {
         "aws": [
             _offer(0, "aws", "us-east-1", "on_demand", "98.32"),
@@ -62,7 +60,7 @@ def seed(engine: Engine, settings: Settings) -> None:
 
 
 @pytest.fixture
-def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
+def client(engine: Engine, settings: Settings, reference_data: None) -> Iterator[TestClient]:
     seed(engine, settings)
     app = create_app(settings.model_copy(update={"scheduler_enabled": False}))
     with TestClient(app) as test_client:

@@ -203,9 +203,8 @@ def located(engine: Engine, sku: str, source: str | None = None) -> list[tuple[s
 
 
 @pytest.fixture
-def catalog(engine: Engine, settings: Settings) -> Engine:
+def catalog(engine: Engine, settings: Settings, reference_data: None) -> Engine:
     """Reference data, and global offers of providers with and without locations."""
-    load_reference(engine, REFERENCE_DIR)
     crawl(
         engine,
         settings,

@@ -24,9 +24,8 @@ from tests.support.problems import assert_problem
 
 
 @pytest.fixture
-def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
+def client(engine: Engine, settings: Settings, reference_data: None) -> Iterator[TestClient]:
     """Only the compliance router, with the service's problem handlers (fast, isolated)."""
-    load_reference(engine, REFERENCE_DIR)
     api = FastAPI()
     api.state.engine = engine
     api.state.settings = settings.model_copy(update={"reference_stale_days": 30})

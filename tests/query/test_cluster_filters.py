@@ -24,8 +24,7 @@ from schema.enums import Interconnect, Network
 from service.api.main import create_app
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult
-from service.compliance.reference_load import load_reference
-from service.core.config import REFERENCE_DIR, Settings
+from service.core.config import Settings
 from tests.api.test_api_query import page_all
 from tests.support.factories import record
 
@@ -67,8 +66,7 @@ def _records(provider: str, n: int) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
-    load_reference(engine, REFERENCE_DIR)
+def client(engine: Engine, settings: Settings, reference_data: None) -> Iterator[TestClient]:
     for provider in ("aws", "azure", "coreweave", "lambda"):
         ingest(engine, settings, CrawlResult(source=provider, records=_records(provider, 44)))
     app = create_app(settings.model_copy(update={"scheduler_enabled": False}))

@@ -19,8 +19,7 @@ from schema.prices import Offer
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult
 from service.cli.app import app as cli_app
-from service.compliance.reference_load import load_reference
-from service.core.config import REFERENCE_DIR, Settings, get_settings
+from service.core.config import Settings, get_settings
 from service.query.precedence import one_per_identity
 from tests.api.test_api_query import page_all
 from tests.support.api_client import api_client
@@ -51,7 +50,6 @@ def lambda_offer(source: str, sku: str, amount: str, **overrides: Any) -> dict[s
 def seed(engine: Engine, settings: Settings) -> None:
     """``triple``: all three sources (different prices); ``peers``: the two peers only;
     ``hunt-only``: one peer; ``own-N``: first party only (plus 20 more for paging)."""
-    load_reference(engine, REFERENCE_DIR)
     first = [lambda_offer(FIRST, "triple", "2.00")]
     first += [lambda_offer(FIRST, f"own-{i}", f"{1 + i / 10:.2f}") for i in range(20)]
     first.append(lambda_offer(FIRST, "mystery", "0.40", gpu_name_raw="RTX 9999"))
@@ -73,7 +71,7 @@ def seed(engine: Engine, settings: Settings) -> None:
 
 
 @pytest.fixture
-def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
+def client(engine: Engine, settings: Settings, reference_data: None) -> Iterator[TestClient]:
     seed(engine, settings)
     yield from api_client(settings)
 
