@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,17 +18,27 @@ from tests.chaos.farm import Farm
 
 @contextmanager
 def farm_catalog(
-    names: list[str], workdir: Path, *, seed: int = 1, timeout: float = 2.0
+    names: list[str],
+    workdir: Path,
+    *,
+    seed: int = 1,
+    timeout: float = 2.0,
+    template: Path | None = None,
 ) -> Iterator[tuple[Farm, Engine, Settings]]:
     """The farm serving ``names`` (started), a migrated catalog with the reference data in
-    ``workdir``, and settings pointing those sources at the farm (one retry)."""
+    ``workdir`` (a copy of ``template``, a SQLite file holding both, when given), and
+    settings pointing those sources at the farm (one retry)."""
     url = f"sqlite:///{workdir / 'farm.db'}"
     farm = Farm(names, seed, http_timeout=timeout, attempts=2)
     farm.start()
     try:
-        upgrade(url)
-        engine = make_engine(url)
-        load_reference(engine, REFERENCE_DIR)
+        if template is not None:
+            shutil.copy(template, workdir / "farm.db")
+            engine = make_engine(url)
+        else:
+            upgrade(url)
+            engine = make_engine(url)
+            load_reference(engine, REFERENCE_DIR)
         settings = Settings(
             database_url=url,
             source_base_urls=farm.base_urls(),

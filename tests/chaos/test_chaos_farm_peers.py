@@ -60,9 +60,15 @@ class Bench:
 
 
 @pytest.fixture
-def bench(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Bench]:
+def bench(
+    request: pytest.FixtureRequest, tmp_path: Path, sqlite_reference_template: Path
+) -> Iterator[Bench]:
     names: list[str] = request.param
-    with farm_catalog(names, tmp_path) as (farm, engine, settings):
+    with farm_catalog(names, tmp_path, template=sqlite_reference_template) as (
+        farm,
+        engine,
+        settings,
+    ):
         farm._faults_on.set()
         yield Bench(farm, engine, settings)
 

@@ -103,7 +103,7 @@ def _ids(records: list[tuple[Any, ...]]) -> set[tuple[str, str, str]]:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_farm_page_crawl_moves_a_price_withdraws_a_product_and_refuses_a_redesign(
-    name: str, tmp_path: Path
+    name: str, tmp_path: Path, sqlite_reference_template: Path
 ) -> None:
     """Real crawls (``crawl_source``, Scrapy in its child process) against the farm: the
     baseline is ``ok`` with every page requested once; a layout change fails the crawl
@@ -115,7 +115,9 @@ def test_farm_page_crawl_moves_a_price_withdraws_a_product_and_refuses_a_redesig
     from service.crawl.run import crawl_source
     from tests.chaos.farm import Armed
 
-    with farm_catalog([name], tmp_path, seed=5, timeout=5.0) as (farm, engine, settings):
+    with farm_catalog(
+        [name], tmp_path, seed=5, timeout=5.0, template=sqlite_reference_template
+    ) as (farm, engine, settings):
 
         def offers() -> dict[tuple[str, str, str], tuple[Decimal, str]]:
             with engine.connect() as conn:

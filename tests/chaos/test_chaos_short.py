@@ -199,7 +199,7 @@ def test_farm_fx_spike_fails_the_ecb_crawl_and_withdrawal_drops_one_product() ->
     "name", sorted(n for n in ADAPTERS if n not in SHORT_SOURCES and n not in HTML_SOURCES)
 )
 def test_farm_serves_new_sources_and_a_moved_price_reaches_every_region(
-    name: str, tmp_path: Path
+    name: str, tmp_path: Path, sqlite_reference_template: Path
 ) -> None:
     """Every API, price-list and peer source outside the short run (Azure's seven pages,
     Vast.ai's POST search, AWS's region files, gpuhunt's version and zip, the SkyPilot
@@ -210,7 +210,11 @@ def test_farm_serves_new_sources_and_a_moved_price_reaches_every_region(
     from service.crawl.run import crawl_source
     from tests.chaos.farm import Armed
 
-    with farm_catalog([name], tmp_path) as (farm, engine, settings):
+    with farm_catalog([name], tmp_path, template=sqlite_reference_template) as (
+        farm,
+        engine,
+        settings,
+    ):
         assert crawl_source(engine, settings, name, trigger="t").label == "ok"
         assert farm.log.requests[name] == farm.adapters[name].pages
         farm._faults_on.set()
