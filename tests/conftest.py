@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -17,7 +18,15 @@ from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings, get_settings
 from service.core.db import make_engine, normalize_url
 from service.core.migrate import upgrade
-from tests.support.pg import Snapshot, can_skip_foreign_keys, empty_database, pg_database, snapshot
+from tests.support.pg import (
+    Snapshot,
+    can_skip_foreign_keys,
+    create_pg_database,
+    drop_pg_database,
+    empty_database,
+    pg_database,
+    snapshot,
+)
 from tests.support.replay import ReplayServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,23 +100,52 @@ def scratch_pg_database() -> Iterator[str]:
         yield url
 
 
+_SESSION_DATABASES: list[str] = []
+"""This process's long-lived PostgreSQL databases, dropped together when it ends."""
+
+
+def session_pg_database() -> str:
+    """A migrated PostgreSQL database kept until this process's tests end (skipped when
+    no server is configured, a failure under CI=true). Each DROP DATABASE forces a
+    checkpoint, which on a busy server takes seconds: they are dropped at once, at the end."""
+    admin = postgres_admin_url()
+    if admin is None:
+        pytest.skip("PostgreSQL not configured (set GPUATLAS_TEST_POSTGRES_URL)")
+    url = create_pg_database(admin)
+    _SESSION_DATABASES.append(url)
+    upgrade(url)
+    return url
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    admin = postgres_admin_url() if _SESSION_DATABASES else None
+    if admin is None:
+        return
+    with ThreadPoolExecutor(len(_SESSION_DATABASES)) as pool:
+        list(pool.map(lambda url: drop_pg_database(admin, url), _SESSION_DATABASES))
+    _SESSION_DATABASES.clear()
+
+
 @pytest.fixture(scope="session")
-def pg_session_url() -> Iterator[str]:
-    with scratch_pg_database() as url:
-        upgrade(url)
-        yield url
+def pg_session_url() -> str:
+    return session_pg_database()
 
 
 _FAST_EMPTY: dict[str, bool] = {}
 
 
 @pytest.fixture(scope="session")
-def pg_module_session_url() -> Iterator[str]:
+def pg_module_session_url() -> str:
     """A second PostgreSQL database of this process, migrated once: the one that a module
     shares (``module_db_url``), so that no ``pg_url`` test empties it under the module."""
-    with scratch_pg_database() as url:
-        upgrade(url)
-        yield url
+    return session_pg_database()
+
+
+@pytest.fixture(scope="session")
+def pg_second_session_url() -> str:
+    """One more PostgreSQL database of this process, migrated once, for tests that compare
+    two databases (empty it, or give it the reference data, with ``with_reference``)."""
+    return session_pg_database()
 
 
 def truncate_all(url: str, restore: Snapshot | None = None) -> None:

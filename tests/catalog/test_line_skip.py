@@ -36,7 +36,7 @@ from service.core.config import REFERENCE_DIR, Settings
 from service.core.db import make_engine
 from service.core.migrate import downgrade, upgrade
 from tests.catalog.test_ingest_stream import dump, summary
-from tests.conftest import scratch_pg_database, truncate_all
+from tests.conftest import scratch_pg_database, with_reference
 from tests.support.factories import record
 
 OFFER = Offer.__table__  # type: ignore[attr-defined]
@@ -125,9 +125,18 @@ def reference_template(sqlite_template: Path, tmp_path_factory: pytest.TempPathF
     return path
 
 
+@pytest.fixture
+def second_url(db_url: str, request: pytest.FixtureRequest) -> str | None:
+    """PostgreSQL: the process's second database (SQLite: None, a file is copied)."""
+    return None if db_url.startswith("sqlite") else request.getfixturevalue("pg_second_session_url")
+
+
 @contextmanager
-def two_databases(db_url: str, template: Path, folder: Path) -> Iterator[tuple[Engine, Engine]]:
-    """Two fresh catalogs with reference data, of ``db_url``'s kind."""
+def two_databases(
+    db_url: str, template: Path, folder: Path, second: str | None
+) -> Iterator[tuple[Engine, Engine]]:
+    """Two fresh catalogs with reference data, of ``db_url``'s kind (PostgreSQL: ``db_url``
+    and ``second``, emptied and given the reference data)."""
     if db_url.startswith("sqlite"):
         for name in ("a.db", "b.db"):
             shutil.copy(template, folder / name)
@@ -138,24 +147,24 @@ def two_databases(db_url: str, template: Path, folder: Path) -> Iterator[tuple[E
             a.dispose()
             b.dispose()
         return
-    truncate_all(db_url)
-    with scratch_pg_database() as url:
-        upgrade(url)
-        a, b = make_engine(db_url), make_engine(url)
-        try:
-            for engine in (a, b):
-                load_reference(engine, REFERENCE_DIR)
-            yield a, b
-        finally:
-            a.dispose()
-            b.dispose()
+    assert second is not None
+    a, b = make_engine(with_reference(db_url)), make_engine(with_reference(second))
+    try:
+        yield a, b
+    finally:
+        a.dispose()
+        b.dispose()
 
 
 @pytest.fixture
 def pair(
-    db_url: str, reference_template: Path, settings: Settings, tmp_path: Path
+    db_url: str,
+    reference_template: Path,
+    settings: Settings,
+    tmp_path: Path,
+    second_url: str | None,
 ) -> Iterator[Pair]:
-    with two_databases(db_url, reference_template, tmp_path) as (a, b):
+    with two_databases(db_url, reference_template, tmp_path, second_url) as (a, b):
         yield Pair(a, b, settings, tmp_path)
 
 
@@ -237,6 +246,7 @@ def test_the_shortcut_writes_what_the_full_path_writes(
     reference_template: Path,
     settings: Settings,
     tmp_path_factory: pytest.TempPathFactory,
+    second_url: str | None,
 ) -> None:
     """Random sequences of crawls (lines changed, added, removed, duplicated with equal
     and other prices, invalid, respelled; withdrawn offers back; parser versions; a
@@ -252,7 +262,7 @@ def test_the_shortcut_writes_what_the_full_path_writes(
     )
     def check(crawls: list[dict[str, Any]]) -> None:
         folder = tmp_path_factory.mktemp("crawls")
-        with two_databases(db_url, reference_template, folder) as (a, b):
+        with two_databases(db_url, reference_template, folder, second_url) as (a, b):
             _run(Pair(a, b, settings, folder), crawls)
 
     SKIPPED.clear()
