@@ -8,8 +8,7 @@ from sqlalchemy import Engine
 
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult
-from service.compliance.reference_load import load_reference
-from service.core.config import REFERENCE_DIR, Settings
+from service.core.config import Settings
 from tests.support.alerts_helpers import events, subscribe
 from tests.support.factories import records
 
@@ -19,9 +18,8 @@ def crawl(items: list[dict[str, object]]) -> CrawlResult:
 
 
 def test_conditions_and_filters_produce_the_right_events(
-    engine: Engine, settings: Settings
+    engine: Engine, settings: Settings, reference_data: None
 ) -> None:
-    load_reference(engine, REFERENCE_DIR)
     base = records(20)  # amounts 20.0 .. 21.9 for 8 GPUs: 2.5 .. 2.74 USD/GPU-hour
     ingest(engine, settings, crawl(base))
     drop, _ = subscribe(engine, settings, filters={"gpu": "h100"}, condition={"price_drop_pct": 10})

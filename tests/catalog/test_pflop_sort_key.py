@@ -189,8 +189,7 @@ def test_stored_key_follows_ingest_and_reference_loads(
 
 
 @pytest.fixture
-def client(engine: Engine, settings: Settings) -> Iterator[TestClient]:
-    load_reference(engine, REFERENCE_DIR)
+def client(engine: Engine, settings: Settings, reference_data: None) -> Iterator[TestClient]:
     for source, shift in (("lambda", 0), ("aws", 3), ("ovhcloud", 7)):
         ingest(engine, settings, CrawlResult(source=source, records=_records(source, 40, shift)))
     app = create_app(settings.model_copy(update={"scheduler_enabled": False}))

@@ -13,8 +13,7 @@ from sqlalchemy import Engine
 from crawlers.normalize.reference import reference_index
 from crawlers.providers.aws import FAMILIES, GPU_COUNTS, INDEX_PATH, AwsPriceList
 from schema.prices import CatalogVersion, Offer
-from service.compliance.reference_load import load_reference
-from service.core.config import REFERENCE_DIR, Settings
+from service.core.config import Settings
 from service.crawl.run import crawl_source
 from tests.bench.aws_parse import measure_parse, write_synthetic_offer
 from tests.conftest import FIXTURES
@@ -76,9 +75,8 @@ def _offers(engine: Engine) -> dict[tuple[str, str, str, str], dict[str, Any]]:
 
 
 def test_full_crawl_reads_every_region(
-    engine: Engine, settings: Settings, server: ReplayServer
+    engine: Engine, settings: Settings, reference_data: None, server: ReplayServer
 ) -> None:
-    load_reference(engine, REFERENCE_DIR)
     _route_fixtures(server)
     report = crawl_source(engine, _settings(settings, server), "aws")
     assert report.label == "ok", report

@@ -14,8 +14,7 @@ from crawlers.base import LayoutChanged
 from crawlers.normalize.reference import reference_index
 from crawlers.providers.azure import SERIES, SIZES, AzureRetailPrices, first_page_url, rebase
 from schema.prices import CatalogVersion, Offer, PriceObservation
-from service.compliance.reference_load import load_reference
-from service.core.config import REFERENCE_DIR, Settings
+from service.core.config import Settings
 from service.crawl.run import crawl_source
 from tests.conftest import FIXTURES
 from tests.support.replay import ReplayServer, Reply
@@ -88,9 +87,8 @@ def _offers(engine: Engine) -> dict[tuple[str, str, str, str], dict[str, Any]]:
 
 
 def test_full_crawl_follows_every_page(
-    engine: Engine, settings: Settings, server: ReplayServer
+    engine: Engine, settings: Settings, reference_data: None, server: ReplayServer
 ) -> None:
-    load_reference(engine, REFERENCE_DIR)  # GPU slugs and regions, as `make setup` loads them
     routes = _route_fixtures(server)
     report = crawl_source(engine, _settings(settings, server), "azure")
     assert report.label == "ok", report

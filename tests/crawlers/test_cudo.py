@@ -8,8 +8,7 @@ from decimal import Decimal
 from sqlalchemy import Engine
 
 from crawlers.providers.cudo import machine_types_url
-from service.compliance.reference_load import load_reference
-from service.core.config import REFERENCE_DIR, Settings
+from service.core.config import Settings
 from service.crawl.run import crawl_source
 from tests.conftest import FIXTURES
 from tests.support.replay import ReplayServer, Reply
@@ -43,9 +42,8 @@ EXPECTED = {
 
 
 def test_machine_types_become_one_on_demand_offer_per_data_centre(
-    engine: Engine, settings: Settings, server: ReplayServer
+    engine: Engine, settings: Settings, reference_data: None, server: ReplayServer
 ) -> None:
-    load_reference(engine, REFERENCE_DIR)  # GPU models and Cudo's data centres
     for n, page in enumerate(PAGES, 1):
         server.route(page, Reply.file(DIR / f"machine-types-page-{n}.json"))
     report = crawl_source(engine, configure(settings, server, "cudo"), "cudo")

@@ -14,8 +14,7 @@ from crawlers.normalize.reference import reference_index
 from crawlers.providers.gcp import ACCELERATORS, MACHINES, sku_price, skus_url
 from schema.crawl import CrawlRun
 from schema.prices import CatalogVersion, Offer
-from service.compliance.reference_load import load_reference
-from service.core.config import REFERENCE_DIR, Settings
+from service.core.config import Settings
 from service.crawl.run import crawl_source
 from tests.conftest import FIXTURES
 from tests.support.replay import ReplayServer, Reply
@@ -78,9 +77,8 @@ def _offers(engine: Engine) -> dict[tuple[str, str, str], dict[str, Any]]:
 
 
 def test_full_crawl_prices_gpus_and_machine_types(
-    engine: Engine, settings: Settings, server: ReplayServer
+    engine: Engine, settings: Settings, reference_data: None, server: ReplayServer
 ) -> None:
-    load_reference(engine, REFERENCE_DIR)
     _route_fixtures(server)
     report = crawl_source(engine, _settings(settings, server), "gcp")
     assert report.label == "ok", report

@@ -7,8 +7,7 @@ from decimal import Decimal
 from sqlalchemy import Engine
 
 from crawlers.providers.runpod_serverless import gpu_names, price_table
-from service.compliance.reference_load import load_reference
-from service.core.config import REFERENCE_DIR, Settings
+from service.core.config import Settings
 from service.crawl.run import crawl_source
 from service.query.filters import OfferFilters
 from service.query.offers import list_offers
@@ -32,9 +31,8 @@ def crawl(engine: Engine, settings: Settings, server: ReplayServer, *bodies: byt
 
 
 def test_tiers_become_per_second_offers_per_gpu(
-    engine: Engine, settings: Settings, server: ReplayServer
+    engine: Engine, settings: Settings, reference_data: None, server: ReplayServer
 ) -> None:
-    load_reference(engine, REFERENCE_DIR)
     server.route(
         PATH,
         Reply(b"slow down", status=429, headers={"Retry-After": "0"}),

@@ -6,8 +6,7 @@ from decimal import Decimal
 
 from sqlalchemy import Engine
 
-from service.compliance.reference_load import load_reference
-from service.core.config import REFERENCE_DIR, Settings
+from service.core.config import Settings
 from service.crawl.run import crawl_source
 from tests.conftest import FIXTURES
 from tests.support.replay import ReplayServer, Reply
@@ -37,9 +36,8 @@ EXPECTED = {
 
 
 def test_hosts_become_the_cheapest_gpu_price_per_country(
-    engine: Engine, settings: Settings, server: ReplayServer
+    engine: Engine, settings: Settings, reference_data: None, server: ReplayServer
 ) -> None:
-    load_reference(engine, REFERENCE_DIR)
     server.route(PATH, Reply.file(FIXTURES / "tensordock" / "hostnodes.json"))
     report = crawl_source(engine, configure(settings, server, "tensordock"), "tensordock")
     assert report.label == "ok", report

@@ -8,8 +8,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from crawlers.providers.vultr import plans_url
-from service.compliance.reference_load import load_reference
-from service.core.config import REFERENCE_DIR, Settings
+from service.core.config import Settings
 from service.crawl.run import crawl_source
 from tests.conftest import FIXTURES
 from tests.support.replay import ReplayServer, Reply
@@ -40,9 +39,8 @@ def _serve(server: ReplayServer) -> None:
 
 
 def test_plans_become_one_offer_per_location_with_gpu_slices(
-    engine: Engine, settings: Settings, server: ReplayServer
+    engine: Engine, settings: Settings, reference_data: None, server: ReplayServer
 ) -> None:
-    load_reference(engine, REFERENCE_DIR)  # GPU models and Vultr's locations
     _serve(server)
     report = crawl_source(engine, configure(settings, server, "vultr"), "vultr")
     assert report.label == "ok", report

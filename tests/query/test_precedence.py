@@ -14,8 +14,7 @@ from schema.enums import PriceKind
 from schema.records import OfferRecord
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult
-from service.compliance.reference_load import load_reference
-from service.core.config import REFERENCE_DIR, Settings
+from service.core.config import Settings
 from service.query.filters import OfferFilters
 from service.query.offers import list_offers, stream_offers
 from service.query.precedence import (
@@ -187,8 +186,9 @@ def _ids(rows: list[dict[str, Any]]) -> list[int]:
     return sorted(r["id"] for r in rows)
 
 
-def test_sql_and_python_rankings_agree(engine: Engine, settings: Settings) -> None:
-    load_reference(engine, REFERENCE_DIR)
+def test_sql_and_python_rankings_agree(
+    engine: Engine, settings: Settings, reference_data: None
+) -> None:
     rng = random.Random(19)
     for source, rows in _random_catalog(rng).items():
         ingest(engine, settings, CrawlResult(source=source, records=rows))
