@@ -12,7 +12,9 @@ PYTEST_ARGS ?=
 # subprocess, a server or a lease (measured 2026-12-04: 620 s with 3 against 794 s with 2;
 # a fresh clone under CI=true, 679 s with 4 and work stealing against 713 s with 3), work
 # stolen so the few minute-long tests do not end the run alone; 0 runs the suite in this
-# process
+# process. Each worker keeps up to three PostgreSQL databases and one SQLite template
+# with the reference data; setups since cost ~370 of ~3,900 worker-seconds, against
+# 1,220 (docs/benchmarks.md, "The test suite"); the worker count was not re-measured
 PYTEST_WORKERS ?= 4
 
 CHROMIUM ?= /usr/bin/chromium
