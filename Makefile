@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 # a fresh clone under CI=true, 679 s with 4 and work stealing against 713 s with 3), work
 # stolen so the few minute-long tests do not end the run alone; 0 runs the suite in this
 # process. Each worker keeps up to three PostgreSQL databases and one SQLite template
-# with the reference data; setups since cost ~370 of ~3,900 worker-seconds, against
+# with the reference data; setups since cost ~370 of ~4,000 worker-seconds, against
 # 1,220 (docs/benchmarks.md, "The test suite"); the worker count was not re-measured
 PYTEST_WORKERS ?= 4
 
