@@ -112,8 +112,20 @@ def page(browser: Any, base_url: str) -> Iterator[Any]:
 
 
 def shot(page: Any, name: str) -> None:
+    """A screenshot for people to look at (an artifact, not a check). Chromium sometimes
+    answers "Unable to capture screenshot" when the machine is saturated (seen once in a
+    fresh-clone CI run with 4 test workers on 2 cores): it is asked again, up to 3 times."""
+    from playwright.sync_api import Error
+
     ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    for attempt in range(3):
+        try:
+            page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+            return
+        except Error as exc:
+            if "Unable to capture screenshot" not in str(exc) or attempt == 2:
+                raise
+            page.wait_for_timeout(500)
 
 
 def accessible(page: Any) -> None:
