@@ -233,7 +233,15 @@ def list_offers(
         if (after is None or after.value is not None) and _may_have_keys(conn, sort, gpus):
             keyed = query(nulls=False)
             if sort in BY_VALUE:
-                rows = _by_value(conn, keyed, limit, descending, after)
+                found = _by_value(conn, keyed, limit, descending, after)
+                if found is None:  # selective filters: first, then the matches sorted
+                    unfiltered = partial(offers_query, **shared)
+                    ids = _filtered_first(conn, unfiltered, filters, limit)
+                    key = sort_expression(sort, dialect)
+                    found = (
+                        _dicts(conn.execute(_by_ids(keyed, key, ids, descending))) if ids else []
+                    )
+                rows = found
             elif sort in MERGED_PER_GPU and gpus is not None and len(gpus) > 1:
                 rows = _merged_per_gpu(conn, keyed, filters, shared, limit)
             else:
@@ -619,11 +627,17 @@ class Walk:
 
 def _by_value(
     conn: Connection, keyed: Select[Any], limit: int, descending: bool, after: After | None
-) -> list[dict[str, Any]]:
+) -> list[dict[str, Any]] | None:
     """The first ``limit`` rows of ``keyed`` (``ORDER BY gpu_count, id``, or descending)
     through ``ix_offer_status_gpu_count`` (status, gpu_count, id): the distinct counts of
     active offers (one index seek each), in numeric order, then each count's offers by id
-    (an index range, in id order) until the page is full. Same rows, same order."""
+    (an index range, in id order) until the page is full. Same rows, same order.
+
+    Bounded as a :class:`Walk` is: the counts' offers are read :data:`PREFIX` index entries
+    at most in all (the id of the last one allowed bounds each range). None when they run
+    out before the page is full: the filters are selective, and the caller reads their
+    matches first (a filter that kept none of them read every offer of every count, four
+    ranges of ~40,000 offers with their correlated tests: 127 ms in the listing benchmark)."""
     column = OFFER.c.gpu_count
     active = OFFER.c.status == OfferStatus.active.value
     values: list[Decimal] = []
@@ -634,16 +648,33 @@ def _by_value(
             break
         values.append(value)
     values.sort(reverse=descending)
-    if after is not None and after.value is not None:  # skip the counts before the cursor
-        mark = after.value  # a float on SQLite (the key is CAST(gpu_count AS FLOAT))
-        number = float if isinstance(mark, float) else Decimal
+    mark = None if after is None else after.value  # a float on SQLite (CAST(... AS FLOAT))
+    number: Any = float if isinstance(mark, float) else Decimal
+    if mark is not None:  # skip the counts before the cursor
         values = [v for v in values if (number(v) <= mark if descending else number(v) >= mark)]
     rows: list[dict[str, Any]] = []
+    budget = PREFIX  # index entries left to read
     for value in values:
-        if len(rows) >= limit:
+        wanted = limit - len(rows)
+        if wanted <= 0:
             break
+        if budget <= 0:
+            return None
+        entries = select(OFFER.c.id).where(active, column == value)
+        if after is not None and mark is not None and number(value) == mark:
+            entries = entries.where(OFFER.c.id > after.offer_id)
+        stop = entries.order_by(OFFER.c.id).offset(budget - 1).limit(1)
+        bound = conn.execute(stop).scalar()  # None: the count's entries fit in the budget
         same = keyed.where(column == value).order_by(None).order_by(OFFER.c.id)
-        rows += _dicts(conn.execute(same.limit(limit - len(rows))))
+        if bound is not None:
+            same = same.where(OFFER.c.id <= bound)
+        got = _dicts(conn.execute(same.limit(wanted)))
+        rows += got
+        if len(got) >= wanted:
+            break
+        if bound is not None:
+            return None
+        budget -= conn.execute(select(func.count()).select_from(entries.subquery())).scalar() or 0
     return rows
 
 
