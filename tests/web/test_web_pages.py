@@ -189,15 +189,25 @@ def test_static_files_are_served(client: TestClient) -> None:
     assert response.status_code == 200 and "svg.chart" in response.text
 
 
+ROW_TABLES = re.compile(r"\bFROM (offer|price_observation|offer_location)\b")
+"""The statements that read offers, their prices or their places."""
+
+
 def test_listing_page_query_count_does_not_grow_with_rows(client: TestClient) -> None:
-    """A page of 5 offers and one of 20 run the same statements (a query per row would add
-    15). Counted on the app's own engine: the module's engine, which this test counted on
-    before, is not the one the app reads through, so it counted nothing."""
+    """A page of 5 offers and one of 20 run the same statements on the offers and their
+    prices and places (a query per row would add 15). Counted on the app's own engine: the
+    module's engine, which this test counted on before, is not the one the app reads
+    through, so it counted nothing. The small tables the page caches (GPU models, regions,
+    certifications...) are left out: on PostgreSQL their cache is keyed by the cluster's
+    snapshot, which other databases' commits move (a fresh-clone CI run re-read them for
+    one page and not the other)."""
     engine = client.app.state.engine  # type: ignore[attr-defined]
     statements: list[str] = []
 
     def count(*args: object) -> None:
-        statements.append(str(args[2]))
+        statement = str(args[2])
+        if ROW_TABLES.search(statement):
+            statements.append(statement)
 
     client.get("/offers", params={"per_page": "5"})  # the facts the page caches, read once
     event.listen(engine, "before_cursor_execute", count)
@@ -208,7 +218,7 @@ def test_listing_page_query_count_does_not_grow_with_rows(client: TestClient) ->
         client.get("/offers", params={"per_page": "20"})  # still a full page of priced offers
     finally:
         event.remove(engine, "before_cursor_execute", count)
-    assert sum("FROM offer" in s for s in small) >= 2  # the page was read, not a cached one
+    assert len(small) >= 2  # the page was read, not a cached one
     assert len(small) == len(statements), "\n---\n".join(statements)
 
 
