@@ -59,7 +59,7 @@ from service.catalog.runs import (
     store_unmapped,
 )
 from service.catalog.stream import BATCH_SIZE, Batches, DiffBuffer
-from service.catalog.unchanged import reference_digest, unmapped_list
+from service.catalog.unchanged import as_repeated, reference_digest
 from service.catalog.validation import StreamValidator
 from service.catalog.writer import Writer, ensure_instance_types, ensure_providers
 from service.core.config import Settings
@@ -335,14 +335,8 @@ def _close(
     result.added, result.changed = applied.added, applied.changed
     result.withdrawn, result.updated = len(applied.withdrawn), applied.updated
     store_unmapped(conn, context.run_id, crawl.source, resolver.unmapped)
-    _finish(
-        conn,
-        crawl,
-        result,
-        context.now,
-        reference_digest=digest,
-        unmapped_counts=unmapped_list(resolver.unmapped),
-    )
+    digest, names = as_repeated(conn, digest, resolver.unmapped)
+    _finish(conn, crawl, result, context.now, reference_digest=digest, unmapped_counts=names)
     return result
 
 

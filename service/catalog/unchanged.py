@@ -27,7 +27,7 @@ from sqlalchemy import Connection, Engine, insert, literal, select, update
 from schema.catalog import GpuAlias, GpuModel, Provider, Region
 from schema.cluster import ClusterReference
 from schema.crawl import CrawlRun, CrawlRunPayload, RejectedRecord
-from schema.enums import CrawlStatus, OfferStatus
+from schema.enums import CrawlStatus, OfferStatus, UnmappedKind
 from schema.prices import Offer
 from schema.types import utcnow
 from service.catalog.locations import refresh
@@ -96,6 +96,27 @@ def _text(value: Any) -> Any:
 def unmapped_list(names: Counter[tuple[str, str]]) -> list[list[Any]]:
     """An ingest's unmapped names as stored on its crawl run."""
     return [[kind, value, count] for (kind, value), count in sorted(names.items())]
+
+
+def as_repeated(
+    conn: Connection, digest: str, names: Counter[tuple[str, str]]
+) -> tuple[str, list[list[Any]]]:
+    """The reference digest and unmapped names to store on an ``ok`` ingest: those that a
+    repeat of it would find, which is what :func:`confirm_unchanged` compares and reports.
+
+    ``digest`` is the reference digest the ingest resolved with, ``names`` its unmapped
+    names. An ingest that met providers the reference data lacks registered them (each
+    counted once as an unmapped provider): a repeat finds them known and counts no such
+    name, while resolving every record as this ingest did (a provider's slug is the only
+    thing registered, and no record's GPU, region or country depends on it). So the digest
+    stored is the reference as this ingest leaves it, read again in its transaction, and
+    the names stored are its own without the providers it registered (this run's own
+    ``unmapped_name`` counts keep them)."""
+    registered = {name for name in names if name[0] == UnmappedKind.provider.value}
+    if not registered:
+        return digest, unmapped_list(names)
+    repeated = Counter({name: count for name, count in names.items() if name not in registered})
+    return reference_digest(conn), unmapped_list(repeated)
 
 
 def confirm_unchanged(

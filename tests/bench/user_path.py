@@ -223,10 +223,10 @@ def user_steps(url: str, n: int, files: Files) -> list[Step]:
     steps = []
     for label, args in (
         ("first ingest", ["ingest", "bench", "--file", str(files.first)]),
-        # the first ingest registered the synthetic providers, so the reference data
-        # differs from the first run's: this one takes the full path (unchanged.py) ...
+        # confirmed unchanged: the first ingest stored the reference digest with the
+        # providers it registered (unchanged.as_repeated) ...
         ("unchanged re-ingest", ["ingest", "bench", "--file", str(files.first)]),
-        # ... and the next one is confirmed unchanged
+        # ... and so is the next one
         ("unchanged again (confirmed)", ["ingest", "bench", "--file", str(files.first)]),
         # the same bytes at another path: the whole-payload shortcut compares the path too,
         # so this one reads every line (and skips those stored: service.catalog.lines)

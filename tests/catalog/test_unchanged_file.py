@@ -10,13 +10,14 @@ import pytest
 from sqlalchemy import Engine, select
 
 import service.catalog.snapshot as snapshot
-from schema.crawl import CrawlRun
+from schema.crawl import CrawlRun, UnmappedName
 from service.catalog.snapshot import ingest_jsonl
 from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
 from tests.support.factories import catalog_state, record
 
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]
+UNMAPPED = UnmappedName.__table__  # type: ignore[attr-defined]
 
 
 def _write(path: Path, amount_of_first: str = "20.00") -> Path:
@@ -83,20 +84,58 @@ def test_an_identical_file_is_confirmed_without_reading_it(
     assert len(reads) == 3 and moved.status.value == "ok" and moved.changed == 0
 
 
-def test_a_provider_the_first_ingest_registered_is_a_reference_change(
+def test_the_ingest_after_one_that_registered_a_provider_is_confirmed(
     engine: Engine, settings: Settings, tmp_path: Path
 ) -> None:
-    """A new provider is registered by the ingest that first names it, after resolving:
-    the next ingest of the same file resolves it as known (no longer unmapped), so it takes
-    the full path; the one after that is confirmed."""
+    """A new provider is registered by the ingest that first names it (and counted once as
+    unmapped there). The next ingest of the same file is confirmed, and records what the
+    full path records with that provider known: no unmapped provider, the same counts,
+    rejections, unmapped names and catalog."""
     path = tmp_path / "feed.jsonl"
-    path.write_bytes(b"\n".join(orjson.dumps(record(i, source="mytool")) for i in range(3)))
+    lines = [orjson.dumps(record(i, source="mytool")) for i in range(3)]
+    lines.append(orjson.dumps(record(3, source="mytool", gpu_name_raw="Zq Mystery 9000")))
+    lines.append(orjson.dumps(record(4, source="mytool", amount="-1")))  # rejected
+    path.write_bytes(b"\n".join(lines) + b"\n")
     first = ingest_jsonl(engine, settings, path, "mytool")
-    assert ["provider", "acme", 1] in _names(engine, first.crawl_run_id)  # not known yet
+    assert first.status.value == "ok" and first.rejected == 1 and first.unmapped == 4
+    assert _occurrences(engine)[("provider", "acme")] == 1  # not known yet: reported
+    # what a repeat would find, stored for the shortcut: acme known
+    assert ["provider", "acme", 1] not in _names(engine, first.crawl_run_id)
+    state = catalog_state(engine)
+    before = _occurrences(engine)
+
     second = ingest_jsonl(engine, settings, path, "mytool")
-    assert not _log(engine, second.crawl_run_id).startswith("unchanged:")
-    # what the shortcut would have got wrong: acme is known now
-    assert ["provider", "acme", 1] not in _names(engine, second.crawl_run_id)
-    third = ingest_jsonl(engine, settings, path, "mytool")
+    assert _log(engine, second.crawl_run_id).startswith("unchanged:")
+    assert catalog_state(engine) == state
+    confirmed = _occurrences(engine)
+
+    # the full path for the same bytes (the same file at another path is another payload)
+    other = tmp_path / "copy.jsonl"
+    other.write_bytes(path.read_bytes())
+    full = ingest_jsonl(engine, settings, other, "mytool")
+    assert not _log(engine, full.crawl_run_id).startswith("unchanged:")
+    assert catalog_state(engine) == state
+    assert second.counts == full.counts == {**first.counts, "added": 0}
+    assert _names(engine, second.crawl_run_id) == _names(engine, full.crawl_run_id)
+    assert ["provider", "acme", 1] not in _names(engine, full.crawl_run_id)  # known now
+    assert [(r.position, r.reason) for r in second.rejections] == [
+        (r.position, r.reason) for r in full.rejections
+    ]
+    # each run counted the same names again, by the same numbers; the provider by neither
+    again = _occurrences(engine)
+    for name in again:
+        assert confirmed[name] - before[name] == again[name] - confirmed[name], name
+    assert again[("provider", "acme")] == 1
+
+    third = ingest_jsonl(engine, settings, other, "mytool")
     assert _log(engine, third.crawl_run_id).startswith("unchanged:")
-    assert third.counts == {**second.counts, "added": 0}
+
+
+def _occurrences(engine: Engine) -> dict[tuple[str, str], int]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(UNMAPPED.c.kind, UNMAPPED.c.value, UNMAPPED.c.occurrences).where(
+                UNMAPPED.c.source == "mytool"
+            )
+        ).all()
+    return {(kind, value): occurrences for kind, value, occurrences in rows}
