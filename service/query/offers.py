@@ -230,7 +230,8 @@ def list_offers(
     query = partial(offers_query, filters, **shared)
     if sort in INDEXED_SORTS and version is None and not offset:
         rows: list[dict[str, Any]] = []
-        if (after is None or after.value is not None) and _may_have_keys(conn, sort, gpus):
+        models = _models(conn, gpus, compliance) if sort in MERGED_PER_GPU else gpus
+        if (after is None or after.value is not None) and _may_have_keys(conn, sort, models):
             keyed = query(nulls=False)
             if sort in BY_VALUE:
                 found = _by_value(conn, keyed, limit, descending, after)
@@ -242,8 +243,9 @@ def list_offers(
                         _dicts(conn.execute(_by_ids(keyed, key, ids, descending))) if ids else []
                     )
                 rows = found
-            elif sort in MERGED_PER_GPU and gpus is not None and len(gpus) > 1:
-                rows = _merged_per_gpu(conn, keyed, filters, shared, limit)
+            elif sort in MERGED_PER_GPU and _merged(conn, sort, gpus, models):
+                assert models is not None
+                rows = _merged_per_gpu(conn, keyed, filters, {**shared, "gpus": models}, limit)
             else:
                 top = ceiling(conn, sort, filters.max_price_per_gpu_hour, gpus)
                 walk = Walk(sort, descending, limit, after, gpus, top)
@@ -402,6 +404,40 @@ def _pinned_by_ids(
     return [found[i] for i in ids if i in found]
 
 
+def _models(
+    conn: Connection, gpus: Sequence[str] | None, compliance: ComplianceSets | None
+) -> list[str] | None:
+    """The live GPU models a current page can hold, when its filters name them (None: any
+    model): the GPU filter's (``gpus``), less those ``export_destination`` excludes (of
+    every live model, without a GPU filter). Only what the listing's statements also
+    filter: a smaller set only avoids reading offers that the filters would drop."""
+    licence = compliance.licence_gpus if compliance is not None else None
+    if licence is None:
+        return None if gpus is None else list(gpus)
+    if gpus is None:
+        gpus = sorted(catalog_facts(conn, datetime.now(UTC).date()).live_gpus)
+    return [slug for slug in gpus if slug not in licence]
+
+
+def _merged(
+    conn: Connection, sort: str, gpus: Sequence[str] | None, models: Sequence[str] | None
+) -> bool:
+    """Whether a current page of a :data:`MERGED_PER_GPU` sort is read as one walk per GPU
+    model (:func:`_merged_per_gpu`): a GPU filter matching several live models, or filters
+    leaving at most :data:`MERGED_MODELS` models with a key of that sort. Without a GPU
+    filter, ``export_destination`` to China, Russia or Iran leaves the models without an
+    export licence requirement (13 of 72 live ones in the seeded catalog, 3 of them with a
+    BF16 figure), which are the ends of the USD per PFLOPS-hour index that the filter
+    removes: its walk read 16,000 entries for none of them, then sorted every match (95 ms
+    in the listing benchmark, against a few walks of one model each)."""
+    if models is None:
+        return False
+    if gpus is not None:
+        return len(gpus) > 1
+    keyed = [slug for slug in models if _may_have_keys(conn, sort, [slug])]
+    return len(keyed) <= MERGED_MODELS
+
+
 def _may_have_keys(conn: Connection, sort: str, gpus: Sequence[str] | None) -> bool:
     """False when no offer of the GPU filter's models can have a USD per PFLOPS-hour key:
     none of them has a BF16 TFLOPS figure (a T4, a V100). Their walk would read the whole
@@ -440,7 +476,8 @@ def _merged_per_gpu(
     limit: int,
 ) -> list[dict[str, Any]]:
     """The first ``limit`` offers with a key of a current listing whose GPU filter matches
-    several live models (a family: ``h100`` is three), for a sort with a per-GPU index
+    several live models (a family: ``h100`` is three), or whose filters leave a few models
+    (``shared["gpus"]``, see :func:`_merged`), for a sort with a per-GPU index
     (:data:`MERGED_PER_GPU`): each model's first ``limit`` offers, walked along its own
     index as a one-model filter is (:class:`Walk`), merged by (key, id). Same rows, same
     order: an offer past its model's first ``limit`` has ``limit`` offers before it."""
@@ -452,7 +489,8 @@ def _merged_per_gpu(
         mine = {**shared, "gpus": [slug]}
         top = ceiling(conn, sort, filters.max_price_per_gpu_hour, [slug])
         walk = Walk(sort, descending, limit, shared["after"], [slug], top)
-        fallback = partial(_filtered_first, conn, partial(offers_query, **mine), filters)
+        one = replace(filters, gpu=slug)  # the filters first, on this model's offers only
+        fallback = partial(_filtered_first, conn, partial(offers_query, **mine), one)
         found += walk.rows(conn, keyed.where(OFFER.c.gpu_slug == slug), fallback)
     found.sort(key=lambda row: row["id"])
     found.sort(key=lambda row: row["sort_value"], reverse=descending)
@@ -529,6 +567,9 @@ walks it (:class:`Walk`)."""
 MERGED_PER_GPU = frozenset({"price_per_pflop_hour"})
 """Keys whose listing filtered to several GPU models merges one walk per model
 (:func:`_merged_per_gpu`)."""
+MERGED_MODELS = 8
+"""Without a GPU filter, the most models with a key that a :data:`MERGED_PER_GPU` page is
+read one model at a time for (:func:`_merged`): past that, one walk of the whole index."""
 INTEGER_KEYS = frozenset({"price_per_gpu_hour", "price", "price_per_pflop_hour"})
 """Keys that are exact integers (USD x 10^10, :func:`service.query.sql.gpu_hour_key`,
 :func:`service.query.sql.hourly_key`, :func:`service.query.sql.pflop_hour_key`), current

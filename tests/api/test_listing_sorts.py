@@ -181,6 +181,64 @@ def _reads_along_indexes(engine: Engine, sort: str) -> None:
                 assert any(mark in reads[0] for mark in ("<", ">", "rowid")), (statement, plan)
 
 
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("prefix", [1, 4000])
+@pytest.mark.parametrize("sort", ["price_per_pflop_hour", "-price_per_pflop_hour"])
+@pytest.mark.parametrize("destination", ["DE", "CN"])
+def test_a_pflop_page_for_an_export_destination_walks_each_model_left(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch, sort: str, prefix: int, destination: str
+) -> None:
+    """``export_destination`` leaves few models (here: all three to Germany, none of them to
+    China, where each needs a licence): the page is read one walk per model left along the
+    per-GPU index, never along the whole catalog's (which, when the filter removes the
+    models at its start, it read far for nothing), and is the page of one full sort, also
+    with the walks bounded to one entry so that each model's falls back to its own filters
+    first."""
+    monkeypatch.setattr(offers_module, "PREFIX", prefix)
+    engine: Engine = client.engine  # type: ignore[attr-defined]
+    filters = OfferFilters(export_destination=destination, price_kind="on_demand")
+    seen: list[tuple[str, Any]] = []
+
+    def record_statement(_c: Any, _cur: Any, statement: str, parameters: Any, *_: Any) -> None:
+        seen.append((statement, parameters))
+
+    with engine.connect() as conn:
+        compliance = resolve_compliance(conn, filters)
+        expected = _full_sort(conn, filters, sort, 1000, None)
+        event.listen(engine, "before_cursor_execute", record_statement)
+        try:
+            rows = list_offers(
+                conn,
+                filters,
+                30,
+                compliance=compliance,
+                sort=sort.removeprefix("-"),
+                descending=sort.startswith("-"),
+            )
+        finally:
+            event.remove(engine, "before_cursor_execute", record_statement)
+        assert [r["id"] for r in rows] == expected[:30]
+        models = {r["gpu_slug"] for r in rows if r["sort_value"] is not None}
+        raw: Any = conn.connection.dbapi_connection
+        indexes = set()
+        for statement, parameters in seen:
+            if not re.search(r"FROM offer\b", statement):
+                continue
+            plan = " ".join(
+                r[3] for r in raw.execute(f"EXPLAIN QUERY PLAN {statement}", parameters)
+            )
+            if "pflop_hour_usd_e10" not in statement or "pflop_hour_usd_e10 IS NULL" in statement:
+                continue  # not a read of the sort's key, or the offers without one, by id
+            indexes.update(re.findall(r"USING (?:COVERING )?INDEX (\w+)", plan))
+    assert "ix_offer_status_pflop_hour" not in indexes, indexes
+    if destination == "CN":  # every model here needs a licence: no key read at all
+        assert not compliance.licence_gpus.isdisjoint({"nvidia-l4-24gb", "nvidia-h100-sxm-80gb"})
+        assert expected == [] and "ix_offer_gpu_slug_status_pflop_hour" not in indexes
+    else:
+        assert not compliance.licence_gpus and len(models) > 1
+        assert "ix_offer_gpu_slug_status_pflop_hour" in indexes, indexes
+
+
 WALK_FILTERS = st.fixed_dictionaries(
     {},
     optional={
