@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Select, and_, false, literal_column, or_, select
 
+from service.query.facts import snapshot_token
 from service.query.sql import (
     GPU,
     LOCATION,
@@ -133,24 +134,56 @@ def resolve_compliance(
         return ComplianceSets()
     module = _compliance_module()
     on = on or datetime.now(UTC).date()
+    answers = _answers(conn, on)
     cert_providers = gdpr_countries = licence_gpus = None
     if filters.cert:
         helper = getattr(module, "providers_with_certs", None)
         if helper is None:
             raise ComplianceUnavailable("cert")
-        cert_providers = frozenset(_ask("cert", helper, conn, list(filters.cert), on))
+        schemes = list(filters.cert)
+        cert_providers = answers(("cert", tuple(schemes)), helper, conn, schemes, on)
     if filters.gdpr:
         helper = getattr(module, "gdpr_countries", None)
         if helper is None:
             raise ComplianceUnavailable("gdpr")
-        gdpr_countries = frozenset(_ask("gdpr", helper, conn, on=on, zone=filters.gdpr))
+        gdpr_countries = answers(("gdpr", filters.gdpr), helper, conn, on=on, zone=filters.gdpr)
     if filters.export_destination:
         helper = getattr(module, "gpus_needing_licence", None)
         if helper is None:
             raise ComplianceUnavailable("export_destination")
         destination = filters.export_destination.upper()
-        licence_gpus = frozenset(_ask("export_destination", helper, conn, destination, on))
+        licence_gpus = answers(("export_destination", destination), helper, conn, destination, on)
     return ComplianceSets(cert_providers, gdpr_countries, licence_gpus)
+
+
+ANSWERS_KEY = "gpuatlas.compliance_answers"
+ANSWERS_HELD = 256
+"""Answers kept per database connection at most (a filter value is the caller's text)."""
+
+
+def _answers(conn: Connection, on: date) -> Any:
+    """Asks the compliance module one question (``_ask``), the answer as a frozenset, cached
+    on the database connection while :func:`service.query.facts.snapshot_token` says nothing
+    was committed since (so never stale), like the listing's small tables: each answer reads
+    reference data whole (every GPU's export classification evaluated against the rules in
+    force, the country lists) and cost more than the rest of a listing page (a page with
+    ``export_destination`` and ``gdpr``: 14 of 24 ms in process)."""
+    token = snapshot_token(conn)
+    info = conn.connection.info
+    held = info.get(ANSWERS_KEY)
+    if token is None or held is None or held[0] != (token, on) or len(held[1]) >= ANSWERS_HELD:
+        held = info[ANSWERS_KEY] = ((token, on), {})
+    cache: dict[tuple[str, Any], frozenset[str]] = held[1]
+
+    def answer(key: tuple[str, Any], helper: Any, *args: Any, **kwargs: Any) -> frozenset[str]:
+        found = cache.get(key)
+        if found is None:
+            found = frozenset(_ask(key[0], helper, *args, **kwargs))
+            if token is not None:
+                cache[key] = found
+        return found
+
+    return answer
 
 
 class ComplianceRefused(ValueError):

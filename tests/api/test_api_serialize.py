@@ -75,6 +75,21 @@ def test_certifications_follow_a_change_made_elsewhere(client: TestClient, engin
     assert schemes() == set()
 
 
+def test_a_cert_filter_follows_a_change_made_elsewhere(client: TestClient, engine: Engine) -> None:
+    """The compliance filters' answers are cached per connection while nothing is committed:
+    a certificate withdrawn by another connection is gone from the next listing."""
+
+    def providers(scheme: str) -> set[str]:
+        body = client.get("/v1/offers", params={"cert": scheme, "limit": 1000}).json()
+        return {offer["provider"] for offer in body["data"]}
+
+    for _ in range(2):  # the second asks the cached answer
+        assert "aws" in providers("iso27001"), "the reference data certifies aws"
+    with engine.begin() as conn:  # another connection than the app's
+        conn.execute(update(CERT).where(CERT.c.provider == "aws").values(status="withdrawn"))
+    assert "aws" not in providers("iso27001")
+
+
 def test_snapshot_token_moves_with_every_commit(client: TestClient, engine: Engine) -> None:
     with engine.connect() as conn:  # (the client fixture seeded certifications to touch)
         token = snapshot_token(conn)
