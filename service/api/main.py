@@ -29,6 +29,7 @@ from service.api.routes import quality as quality_routes
 from service.api.routes import subscriptions as subscription_routes
 from service.core.config import Settings, get_settings
 from service.core.db import make_engine
+from service.core.gcpause import settle_for_serving
 from service.web import routes as web_routes
 
 API_DESCRIPTION = """GPU cloud prices and compliance facts, versioned.
@@ -38,12 +39,21 @@ every price carries its provenance (source, crawl run, raw payload hash, FX rate
 Errors are RFC 9457 problem details."""
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def serving_app() -> FastAPI:
+    """The application as ``gpuatlas serve`` runs it (uvicorn's factory, in each worker):
+    the garbage collector settled for a long-running server once it starts
+    (:func:`service.core.gcpause.settle_for_serving`)."""
+    return create_app(serving=True)
+
+
+def create_app(settings: Settings | None = None, *, serving: bool = False) -> FastAPI:
     settings = settings or get_settings()
     install_alert_outbox()  # an ingest in this process writes its alert events
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if serving:  # not in a test's process: its frozen objects would never be collected
+            settle_for_serving()
         leader = None
         if settings.scheduler_enabled:
             from service.crawl.scheduler import Leader

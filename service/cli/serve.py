@@ -44,7 +44,7 @@ def serve(
             "%d workers; metrics of every worker in %s", processes, folder
         )
     uvicorn.run(
-        "service.api.main:create_app",
+        "service.api.main:serving_app",
         factory=True,
         host=host or config.host,
         port=port or config.port,

@@ -285,7 +285,7 @@ def bench_app() -> Any:
     """The application, plus one bench-only route: the listing's parameters and dependencies
     (validation, connection, catalog version, caching headers) without its query and body.
     The gap between /healthz and it is what FastAPI's parameter handling costs a listing."""
-    app = create_app()
+    app = create_app(serving=True)  # as `gpuatlas serve` runs it
 
     @app.get("/bench/listing-parameters", include_in_schema=False)
     def parameters_only(
