@@ -76,13 +76,22 @@ def walk_counted() -> Iterator[dict[str, int]]:
         offers_module._pinned_walk = real  # type: ignore[assignment]
 
 
-def pages(conn: Any, filters: OfferFilters, version: int, descending: bool, size: int) -> list[Any]:
+def pages(
+    conn: Any,
+    filters: OfferFilters,
+    version: int,
+    descending: bool,
+    size: int,
+    sort: str = "price_per_gpu_hour",
+) -> list[Any]:
     """The first pages of the listing through its cursor (every page of a size-50 one):
     (id, sort value, amount) per row."""
     out: list[Any] = []
     after = None
     for _ in range(6):
-        page = list_offers(conn, filters, size, version=version, descending=descending, after=after)
+        page = list_offers(
+            conn, filters, size, version=version, sort=sort, descending=descending, after=after
+        )
         out += [(o["id"], o["sort_value"], o["amount"]) for o in page]
         if len(page) < size:
             break
@@ -98,6 +107,38 @@ def test_the_pinned_walk(
     extend(engine, settings)
     the_walk_reads_the_price_index(engine, latest)
     the_walk_gives_the_pages_of_the_full_sort(engine, latest, monkeypatch)
+    pages_by_provider_are_those_of_the_full_sort(engine, latest, monkeypatch)
+
+
+def pages_by_provider_are_those_of_the_full_sort(
+    engine: Engine, latest: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pinned page sorted by provider, read one provider at a time
+    (``_pinned_by_provider``), is the page of the full sort: both directions, cursors that
+    end inside a provider's offers and at its last, filters that keep a provider's offers
+    or none of them, and (with one provider read short allowed) the read given up."""
+    real = offers_module._pinned_by_provider
+    counts = {"page": 0, "full": 0}
+
+    def counted(*args: Any, **kwargs: Any) -> list[int] | None:
+        found = real(*args, **kwargs)
+        counts["page" if found is not None else "full"] += 1
+        return found
+
+    monkeypatch.setattr(offers_module, "_pinned_by_provider", counted)
+    chosen = (*FILTERS, OfferFilters(provider=["lambda", "acme"], region="r3"))
+    with engine.connect() as conn:
+        for version in sorted({1, latest // 2, latest - 1, latest, latest + 3}):
+            for filters in chosen:
+                for descending in (False, True):
+                    for size, short in ((3, 4), (3, 1), (50, 4))[: 3 if version == latest else 2]:
+                        monkeypatch.setattr(offers_module, "PINNED_PROVIDERS", short)
+                        read = pages(conn, filters, version, descending, size, "provider")
+                        with monkeypatch.context() as off:
+                            off.setattr(offers_module, "_pinned_by_provider", lambda *a: None)
+                            sorted_all = pages(conn, filters, version, descending, size, "provider")
+                        assert read == sorted_all, (version, filters, descending, size, short)
+    assert counts["page"] > 50 and counts["full"] > 10, counts
 
 
 def the_walk_gives_the_pages_of_the_full_sort(
