@@ -177,7 +177,14 @@ def offers_query(
                 within, or_(beyond, and_(key == after.value, OFFER.c.id > after.offer_id))
             )
         after = None
-    order = key.desc() if descending else key
+    ordering = key
+    if scan and dialect == "postgresql":
+        # the filters first: no index may give the order. Else PostgreSQL, expecting the
+        # LIMIT to stop it early, walked the sort's index with every filter as a Filter
+        # (392 ms for a page whose five filters keep a hundred offers of 200,000)
+        plus, nothing = ("||", "''") if sort == "provider" else ("+", "0")
+        ordering = key.op(plus)(literal_column(nothing))
+    order = ordering.desc() if descending else ordering
     if nulls:
         return laterally(stmt.order_by(OFFER.c.id), version, dialect)
     if nulls is False:
