@@ -500,7 +500,8 @@ def _merged(
 ) -> bool:
     """Whether a current page of a :data:`MERGED_PER_GPU` sort is read as one walk per GPU
     model (:func:`_merged_per_gpu`): a GPU filter matching several live models, or filters
-    leaving at most :data:`MERGED_MODELS` models with a key of that sort. Without a GPU
+    leaving at most :data:`MERGED_MODELS` models with a key of that sort, having removed
+    some (else a single walk reads no more than the merged ones would). Without a GPU
     filter, ``export_destination`` to China, Russia or Iran leaves the models without an
     export licence requirement (13 of 72 live ones in the seeded catalog, 3 of them with a
     BF16 figure), which are the ends of the USD per PFLOPS-hour index that the filter
@@ -511,7 +512,13 @@ def _merged(
     if gpus is not None:
         return len(gpus) > 1
     keyed = [slug for slug in models if _may_have_keys(conn, sort, [slug])]
-    return len(keyed) <= MERGED_MODELS
+    if len(keyed) > MERGED_MODELS:
+        return False
+    # only when the filters removed a model with a key: else one walk reads what they
+    # would (export_destination=DE leaves every model: seven walks, each falling back to
+    # its filters first under a selective cert, cost 384 against 45-100 ms)
+    live = catalog_facts(conn, datetime.now(UTC).date()).live_gpus
+    return any(_may_have_keys(conn, sort, [slug]) for slug in live if slug not in models)
 
 
 def _may_have_keys(conn: Connection, sort: str, gpus: Sequence[str] | None) -> bool:
