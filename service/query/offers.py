@@ -186,6 +186,12 @@ def offers_query(
         ordering = key.op(plus)(literal_column(nothing))
     order = ordering.desc() if descending else ordering
     if nulls:
+        if dialect == "postgresql" and version is None and not scan:
+            # every key here is null: by key, then id, is by id, and it is the order of the
+            # sort's index (status, key, id) from its nulls on, which PostgreSQL does not
+            # infer from `key IS NULL` (it read every keyless offer, filtered and probed
+            # them, and sorted: 95-111 ms for a page of 100 at 200,000 offers)
+            return laterally(stmt.order_by(key, OFFER.c.id), version, dialect)
         return laterally(stmt.order_by(OFFER.c.id), version, dialect)
     if nulls is False:
         return laterally(stmt.order_by(order, OFFER.c.id), version, dialect)
