@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from decimal import Decimal
-from functools import cached_property
+from functools import cached_property, partial
 from itertools import repeat
 from operator import itemgetter
 from typing import Any
@@ -21,6 +21,7 @@ from schema.records import OfferRecord
 from schema.types import decimal_to_text
 from service.catalog.columns import ACTIVE, KEY_SEP, Key
 from service.catalog.resolver import Resolver
+from service.catalog.state import DIGEST_BYTES, CurrentState, same_digest
 from service.core.config import Settings
 
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]
@@ -92,47 +93,59 @@ class Diff:
 def diff_offers(
     records: list[OfferRecord],
     keys: list[Key],
-    current: dict[Key, str],
+    rows: list[int],
+    current: CurrentState,
     resolver: Resolver,
-    protected: set[Key] | None,
     lines: list[bytes | None] | None = None,
     placed: Collection[str] = (),
 ) -> Diff:
-    """Compare the crawl with the source's current offers; pure, writes nothing.
+    """Compare a batch of the crawl with the source's current offers; writes nothing.
 
-    The hot path is an unchanged offer: its expected state text (canonical amount,
-    currency, attributes fingerprint, active) is compared with the stored one, and
-    nothing else is built for it. ``lines``: each record's line digest (None: no line),
-    stored for an unchanged offer with no unmapped name outside the regions ``placed``
-    (see service.catalog.lines); an offer whose state changes loses its stored one."""
+    ``rows``: each record's row in ``current`` (-1: a new offer), found by the validator.
+    The hot path is an unchanged offer: the digest of its expected state text (canonical
+    amount, currency, attributes fingerprint, active) is compared with the stored one, and
+    nothing else is built for it. The others (changed, reopened, updated in place) have
+    their stored state read back from the database by offer id, once for the batch.
+    ``lines``: each record's line digest (None: no line), stored for
+    an unchanged offer with no unmapped name outside the regions ``placed`` (see
+    service.catalog.lines); an offer whose state changes loses its stored one."""
     diff = Diff()
     added, new_provider, lined = diff.new, diff.providers.add, diff.lines.append
     attributes_of, digests, digest_of = resolver.attributes, resolver.digests, resolver.digest
-    state_of, amount_text = current.get, decimal_to_text
-    active_suffix = f"{STATE_SEP}{ACTIVE}{STATE_SEP}"
-    for record, key, line in zip(records, keys, lines or repeat(None, len(keys)), strict=True):
+    line_row, stored_same = current.line_row, current.same
+    ids, amount_text = current.ids, decimal_to_text
+    others: list[tuple[int, OfferRecord, tuple[Any, ...], str]] = []
+    for record, key, row, line in zip(
+        records, keys, rows, lines or repeat(None, len(keys)), strict=True
+    ):
         fields = record.__dict__
         missed = resolver.missed
         attributes = attributes_of(fields)
         digest = digests.get(attributes) or digest_of(attributes)  # memoized fingerprint
-        state = state_of(key)
-        if state is None:
+        if row < 0:
             added.append((key, record, attributes, digest))
             new_provider(fields["provider"])
             continue
-        if state.startswith(
+        at = row * DIGEST_BYTES
+        if stored_same[at : at + DIGEST_BYTES] == same_digest(
             f"{amount_text(fields['amount'])}{STATE_SEP}{fields['currency']}{STATE_SEP}"
-            f"{digest}{active_suffix}"
-        ):  # unchanged: the common case of a re-crawl
+            f"{digest}{STATE_SEP}{ACTIVE}"
+        ):  # unchanged (see CurrentState.unchanged): the common case of a re-crawl
             if (
                 line is not None
-                and not state.endswith(line.hex().upper())
+                and line_row(line) != row  # not the line its state was last seen with
                 and resolver.missed == missed
                 and fields["region"] not in placed
             ):
-                lined((int(state.split(STATE_SEP)[4]), line))
+                lined((ids[row], line))
             continue
-        old = Current.parse(key, state)
+        others.append((row, record, attributes, digest))
+    if not others:
+        return diff
+    stored = current.read([ids[row] for row, *_ in others])
+    for row, record, attributes, digest in others:
+        fields = record.__dict__
+        old = stored[ids[row]]
         if old.line is not None:  # the line that gave the old state gives it no more
             lined((old.id, None))
         if old.status != ACTIVE:
@@ -141,15 +154,18 @@ def diff_offers(
             diff.changed.append((old, record, attributes, digest))
         elif old.fingerprint != digest:
             diff.touched.append((old, attributes, digest))
-    if protected is not None:  # a complete crawl: what it omits is withdrawn
-        omitted = current.keys() - set(keys) - protected
-        withdrawn = [
-            Current.parse(key, current[key])
-            for key in omitted
-            if active_suffix in current[key]  # only the status field can hold "active"
-        ]
-        diff.withdrawn = sorted((o for o in withdrawn if o.status == ACTIVE), key=_offer_id)
     return diff
+
+
+def withdrawn(current: CurrentState, protected: Collection[Key]) -> list[Current]:
+    """The active offers a complete crawl omitted (none of its records marked them seen),
+    except ``protected`` ones, in offer id order, with their stored state."""
+    ids = current.ids
+    omitted = [ids[row] for row in current.unmarked(protected)]
+    if not omitted:
+        return []
+    stored = current.read(omitted)
+    return sorted((o for o in stored.values() if o.status == ACTIVE), key=_offer_id)
 
 
 key_of: Callable[[tuple[Key, Any, Any, Any]], Key] = itemgetter(0)
@@ -159,20 +175,11 @@ def _offer_id(offer: Current) -> int:
     return offer.id
 
 
-def load_current(conn: Connection, source: str, *, lines: bool = True) -> dict[Key, str]:
-    """The source's offers: identity key -> state text (canonical amount, currency,
-    fingerprint, status, offer id, observation id, line digest (``offer_line``) in
-    upper-case hex or empty; always empty without ``lines``).
-
-    The hot path of every re-crawl (hundreds of thousands of offers). The database
-    assembles each offer's key and state and aggregates them into one text per window of
-    :data:`STATE_WINDOW` ids, which Python splits in C: no row objects, no per-row
-    conversion, and the one long step runs without the GIL, so the crawl's validation
-    proceeds on the other core meanwhile (see :func:`service.catalog.ingest.ingest`). Keys
-    and states never hold the separators: validated text holds no control characters."""
+def _state_sql(dialect: str, lines: bool) -> tuple[str, str]:
+    """The text of one offer (key, RECORD_SEP, state), and the tables it is read from."""
     key_parts = ("provider", "sku", "region", "price_kind", "unit")
-    if conn.dialect.name == "postgresql":
-        marker = "%s"
+    tables = "offer LEFT JOIN offer_line ON offer_id = id" if lines else "offer"
+    if dialect == "postgresql":
         key = " || chr(31) || ".join(key_parts)
         state = " || chr(31) || ".join(
             (
@@ -185,48 +192,125 @@ def load_current(conn: Connection, source: str, *, lines: bool = True) -> dict[K
                 "coalesce(upper(encode(digest, 'hex')), '')" if lines else "''",
             )
         )
-        aggregate = f"string_agg({key} || chr(30) || {state}, chr(30))"
-    else:  # one printf per offer: faster than chained || in SQLite (NULL -> '')
-        marker = "?"
-        state_parts = (
-            "amount",
-            "currency",
-            "fingerprint",
-            "status",
-            "id",
-            "observation_id",
-            "hex(digest)" if lines else "''",
-        )
-        template = KEY_SEP.join(["%s"] * 5) + RECORD_SEP + STATE_SEP.join(["%s"] * 7)
-        aggregate = (
-            f"group_concat(printf('{template}', {', '.join((*key_parts, *state_parts))}), char(30))"
-        )
+        return f"{key} || chr(30) || {state}", tables
+    # one printf per offer: faster than chained || in SQLite (NULL -> '')
+    state_parts = (
+        "amount",
+        "currency",
+        "fingerprint",
+        "status",
+        "id",
+        "observation_id",
+        "hex(digest)" if lines else "''",
+    )
+    template = KEY_SEP.join(["%s"] * 5) + RECORD_SEP + STATE_SEP.join(["%s"] * 7)
+    return f"printf('{template}', {', '.join((*key_parts, *state_parts))})", tables
+
+
+def _offer_sql(dialect: str, lines: bool) -> tuple[str, str]:
+    """The :data:`~service.catalog.state.FIELDS` texts of one offer for
+    :meth:`~service.catalog.state.CurrentState.add`, joined by RECORD_SEP, and the tables
+    they are read from."""
     tables = "offer LEFT JOIN offer_line ON offer_id = id" if lines else "offer"
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-    current: dict[Key, str] = {}
+    key_parts = ("provider", "sku", "region", "price_kind", "unit")
+    if dialect == "postgresql":
+        same = ("trim_scale(amount)::text", "currency", "coalesce(fingerprint, '')", "status")
+        line = "coalesce(upper(encode(digest, 'hex')), '')" if lines else "''"
+        fields = (
+            "provider",
+            " || chr(31) || ".join(key_parts),
+            " || chr(31) || ".join(same),
+            "id::text",
+            "status",
+            line,
+        )
+        return " || chr(30) || ".join(fields), tables
+    # one printf per offer: faster than chained || in SQLite (NULL -> '')
+    template = RECORD_SEP.join(
+        ["%s", KEY_SEP.join(["%s"] * 5), STATE_SEP.join(["%s"] * 4), "%s", "%s", "%s"]
+    )
+    values = (
+        "provider",
+        *key_parts,
+        "amount",
+        "currency",
+        "fingerprint",
+        "status",
+        "id",
+        "status",
+        "hex(digest)" if lines else "''",
+    )
+    return f"printf('{template}', {', '.join(values)})", tables
+
+
+def load_current(conn: Connection, source: str, *, lines: bool = False) -> CurrentState:
+    """The source's offers, compactly (:class:`~service.catalog.state.CurrentState`): each
+    one's key digest, the digest of its compared state (canonical amount, currency,
+    fingerprint, status), offer id and status; with ``lines``, the line digests of the
+    active offers (``offer_line``) and their amounts, for the lines a reader may skip
+    (service.catalog.lines).
+
+    The hot path of every re-crawl (hundreds of thousands of offers). The database
+    assembles each offer's texts into one (no per-column conversion by the driver), read
+    :data:`STATE_CHUNK` rows at a time (a server-side cursor on PostgreSQL); Python joins
+    and splits each chunk in C and folds it into the arrays, so what the read holds beyond
+    the compact state is one chunk. The database's steps run without the GIL, so the
+    crawl's validation proceeds on the other core meanwhile (see
+    :func:`service.catalog.ingest.ingest`). Keys and states never hold the separators:
+    validated text holds no control characters."""
+    dialect = conn.dialect.name
+    one, tables = _offer_sql(dialect, lines)
+    driver: Any = conn.connection.driver_connection
+    current = CurrentState(partial(read_current, conn))
+    add, first = current.add, itemgetter(0)
+    if dialect == "postgresql":
+        cursor = driver.cursor(name="gpuatlas_current_state")
+        sql, marker = f"SELECT {one} FROM {tables} WHERE source = %s", (source,)
+    else:
+        cursor = driver.cursor()
+        sql, marker = f"SELECT {one} FROM {tables} WHERE source = ?", (source,)
     try:
-        cursor.execute("SELECT max(id) FROM offer")
-        last = cursor.fetchone()[0] or 0
-        for low in range(1, last + 1, STATE_WINDOW):
-            cursor.execute(
-                f"SELECT {aggregate} FROM {tables} "
-                f"WHERE source = {marker} AND id >= {marker} AND id < {marker}",
-                (source, low, low + STATE_WINDOW),
-            )
-            text_ = cursor.fetchone()[0]
-            if text_:
-                parts = text_.split(RECORD_SEP)
-                current.update(zip(parts[::2], parts[1::2], strict=True))
+        cursor.execute(sql, marker)
+        while rows := cursor.fetchmany(STATE_CHUNK):
+            add(RECORD_SEP.join(map(first, rows)).split(RECORD_SEP), lines=lines)
         return current
     finally:
         cursor.close()
 
 
+def read_current(conn: Connection, ids: list[int]) -> dict[int, Current]:
+    """The stored state of the offers ``ids`` (offer id -> :class:`Current`, with its line
+    digest), read in chunks of :data:`READ_CHUNK` ids."""
+    dialect = conn.dialect.name
+    one, tables = _state_sql(dialect, True)
+    found: dict[int, Current] = {}
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        for start in range(0, len(ids), READ_CHUNK):
+            chunk = ids[start : start + READ_CHUNK]
+            if dialect == "postgresql":
+                cursor.execute(f"SELECT {one} FROM {tables} WHERE id = ANY(%s)", (chunk,))
+            else:
+                markers = ", ".join("?" * len(chunk))
+                cursor.execute(f"SELECT {one} FROM {tables} WHERE id IN ({markers})", chunk)
+            for (text_,) in cursor.fetchall():
+                key, _, state = text_.partition(RECORD_SEP)
+                old = Current.parse(key, state)
+                found[old.id] = old
+        return found
+    finally:
+        cursor.close()
+
+
+READ_CHUNK = 900
+"""Offer ids per statement of :func:`read_current` (SQLite's default limit of bound
+parameters was 999 before 3.32)."""
 RECORD_SEP = "\x1e"
-"""Between an offer's key and state, and between offers, in :func:`load_current`."""
-STATE_WINDOW = 1_000_000
-"""Offer ids per aggregated text of :func:`load_current` (a few hundred MB at most:
-far below SQLite's and PostgreSQL's 1 GB limit on one value)."""
+"""Between an offer's key and state (:func:`read_current`), between the texts of an offer
+and between offers (:func:`load_current`)."""
+STATE_CHUNK = 10_000
+"""Offers per fetch of :func:`load_current` (their texts, about 3 MB, are what the read
+holds on top of the compact state)."""
 
 
 def implausible(

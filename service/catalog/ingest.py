@@ -27,26 +27,19 @@ from schema.prices import CatalogVersion
 from schema.records import OfferRecord
 from schema.types import utcnow
 from service.catalog import diff_listener
-from service.catalog.columns import ACTIVE, KEY_SEP, Key, join_key
+from service.catalog.columns import KEY_SEP, Key, join_key
 from service.catalog.diff import (
-    STATE_SEP,
     Current,
     Diff,
     diff_offers,
     implausible,
     load_current,
     price_out_of_band,
+    withdrawn,
 )
 from service.catalog.diff_listener import DiffListener
 from service.catalog.fx import FxTable, Rate, check_against_stored, store_rates
-from service.catalog.lines import (
-    LineIndex,
-    LineRecords,
-    clear_lines,
-    known_lines,
-    lines_apply,
-    store_lines,
-)
+from service.catalog.lines import LineIndex, LineRecords, clear_lines, lines_apply, store_lines
 from service.catalog.locations import location_targets, refresh
 from service.catalog.resolver import Reference, Resolver
 from service.catalog.results import CrawlResult, IngestError, IngestResult, Payload, clip
@@ -58,6 +51,7 @@ from service.catalog.runs import (
     store_rejections,
     store_unmapped,
 )
+from service.catalog.state import CurrentState, StateHandle
 from service.catalog.stream import BATCH_SIZE, Batches, DiffBuffer
 from service.catalog.unchanged import as_repeated, reference_digest
 from service.catalog.validation import StreamValidator
@@ -102,8 +96,9 @@ def ingest(
     # database step and the payloads' compression a long zlib call, both without the GIL
     # (see service.catalog.diff.load_current).
     index = LineIndex() if isinstance(records, LineRecords) else None
+    handle = StateHandle()  # the validator judges keys against the state once it is read
     with no_gc_pauses():
-        batches = Batches(crawl.source, records, crawl.rejections, size=batch_size, index=index)
+        batches = Batches(crawl.source, records, crawl.rejections, (), batch_size, index, handle)
         try:
             with writer(engine).begin() as conn, write_cache(conn):
                 lock_writer(conn)
@@ -112,6 +107,7 @@ def ingest(
                 now = now or utcnow()
                 digest = reference_digest(conn)  # what an unchanged re-crawl compares
                 current = _load_current(conn, crawl, digest, index)
+                handle.open(current)
                 store_payloads(conn, crawl_run_id, crawl.payloads)
                 context = _Context(
                     conn,
@@ -128,8 +124,15 @@ def ingest(
                 applied = _apply(context, batches)
                 if applied is None:  # an offer written turned out ambiguous: again
                     protected = batches.validator.protected
+                    current.unmark()
                     batches = Batches(
-                        crawl.source, records, crawl.rejections, protected, batch_size, index
+                        crawl.source,
+                        records,
+                        crawl.rejections,
+                        protected,
+                        batch_size,
+                        index,
+                        handle,
                     )
                     applied = _apply(context, batches)
                     if applied is None:
@@ -141,7 +144,7 @@ def ingest(
 
 def _load_current(
     conn: Connection, crawl: CrawlResult, digest: str, index: LineIndex | None
-) -> dict[Key, str]:
+) -> CurrentState:
     """The source's current state (see load_current); for records read from lines, the
     stored line digests are opened to the reader when they hold (service.catalog.lines):
     otherwise at once, empty, so the lines are read while the state is."""
@@ -150,9 +153,9 @@ def _load_current(
         return load_current(conn, source)
     if not lines_apply(conn, source, crawl.parser_version, digest):
         index.refuse()
-        return load_current(conn, source, lines=False)
-    current = load_current(conn, source)
-    index.open(known_lines(current), current)
+        return load_current(conn, source)
+    current = load_current(conn, source, lines=True)
+    index.open(current)
     return current
 
 
@@ -161,7 +164,7 @@ class _Context:
     conn: Connection
     settings: Settings
     crawl: CrawlResult
-    current: dict[Key, str]
+    current: CurrentState
     reference: Reference
     run_id: int
     now: datetime
@@ -210,11 +213,12 @@ def _apply(context: _Context, batches: Batches) -> _Applied | None:
     targets = location_targets(conn) if ":" not in crawl.source else set()
     if context.relines:
         clear_lines(conn, crawl.source)
-    for records, keys, lines, payloads in batches:
+    for records, keys, lines, payloads, rows in batches:
         if validator.late:
             continue  # applied again; the rest is read for the offers to leave out
         resolver.trim()
-        diff = diff_offers(records, keys, current, resolver, None, lines, targets)
+        assert rows is not None  # the validator had the state
+        diff = diff_offers(records, keys, rows, current, resolver, lines, targets)
         for old, record, _, _ in diff.changed:
             reason = price_out_of_band(old, record, factor)
             if reason is not None:
@@ -236,14 +240,7 @@ def _apply(context: _Context, batches: Batches) -> _Applied | None:
         _roll_back(applied)
         return None
     if crawl.complete:  # what a complete crawl omits is withdrawn
-        omitted = current.keys() - validator.seen.keys() - validator.protected
-        active = f"{STATE_SEP}{ACTIVE}{STATE_SEP}"
-        withdrawn = [
-            Current.parse(key, current[key])
-            for key in omitted
-            if active in current[key]  # only the status field can hold "active"
-        ]
-        applied.withdrawn = sorted((o for o in withdrawn if o.status == ACTIVE), key=_offer_id)
+        applied.withdrawn = withdrawn(current, validator.protected)
     return applied
 
 
@@ -306,7 +303,7 @@ def _close(
     resolver.tally_unmapped()
     result.unmapped = resolver.records_unmapped
     if ":" in crawl.source:  # a peer catalog: its providers' offers of every source
-        refresh(conn, {key.partition(KEY_SEP)[0] for key in validator.seen.keys() - protected})
+        refresh(conn, validator.providers())
     elif validator.regions & location_targets(conn):
         stated = {
             _key_parts(key): locations
@@ -350,10 +347,6 @@ def _key(record: OfferRecord) -> Key:
 def _key_parts(key: Key) -> tuple[str, str, str, str, str]:
     provider, sku, region, price_kind, unit = key.split(KEY_SEP)
     return provider, sku, region, price_kind, unit
-
-
-def _offer_id(offer: Current) -> int:
-    return offer.id
 
 
 def _finish(

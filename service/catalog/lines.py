@@ -32,8 +32,7 @@ about 2^64 hash evaluations.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from decimal import Decimal
+from collections.abc import Callable, Iterator
 from hashlib import blake2b
 from typing import Any, Protocol, runtime_checkable
 
@@ -43,8 +42,7 @@ from sqlalchemy import Connection, delete, select
 from schema.crawl import CrawlRun
 from schema.enums import CrawlStatus
 from schema.prices import Offer, OfferLine
-from service.catalog.columns import ACTIVE, Key
-from service.catalog.diff import STATE_SEP
+from service.catalog.state import CurrentState
 
 OFFER = Offer.__table__  # type: ignore[attr-defined]
 LINE = OfferLine.__table__  # type: ignore[attr-defined]
@@ -73,9 +71,9 @@ def parse_line(line: bytes, source: str) -> Any:
 
 
 Known = tuple
-"""A line whose digest an active offer holds, handed on as the tuple (offer key, the
-line's bytes): that offer, unchanged, not parsed (a tuple: the cheapest object to build,
-and one that JSON never parses into)."""
+"""A line whose digest an active offer holds, handed on as the tuple (the digest's line
+number in the current state, the line's bytes): that offer, unchanged, not parsed (a tuple: the
+cheapest object to build, and one that JSON never parses into)."""
 
 
 class Fresh:
@@ -93,14 +91,14 @@ def read_known(line: bytes, source: str) -> Fresh:
 
 
 class LineIndex:
-    """Line digest -> offer key of the source's skippable offers, handed by the ingest
-    (once it holds the lock and has read the current state) to the thread reading the
-    lines, which waits for it."""
+    """The source's skippable offers by line digest (the current state's line digests,
+    :meth:`~service.catalog.state.CurrentState.line_row`), handed by the ingest (once it
+    holds the lock and has read the current state) to the thread reading the lines, which
+    waits for it."""
 
     def __init__(self) -> None:
         self._ready = threading.Event()
-        self.known: dict[bytes, Key] = {}
-        self._current: dict[Key, str] = {}
+        self.state: CurrentState | None = None
         self.refused = False
         """Whether the stored digests do not hold for this ingest (nothing is skipped, and
         they are forgotten)."""
@@ -110,22 +108,26 @@ class LineIndex:
         self.refused = True
         self._ready.set()
 
-    def open(self, known: dict[bytes, Key], current: dict[Key, str]) -> None:
-        """Let the reader go on, skipping the lines of ``known`` (empty: none)."""
-        self.known, self._current = known, current
+    def open(self, state: CurrentState) -> None:
+        """Let the reader go on, skipping the lines whose digest an active offer of
+        ``state`` holds."""
+        self.state = state
         self._ready.set()
 
     def release(self) -> None:
         """Let a waiting reader go on (the ingest ends before opening the index)."""
         self._ready.set()
 
-    def wait(self) -> dict[bytes, Key]:
+    def wait(self) -> Callable[[bytes], int]:
+        """Once the index is open (or refused): line digest -> its number in the state
+        (:meth:`~service.catalog.state.CurrentState.line_number`), or -1."""
         self._ready.wait()
-        return self.known
+        state = self.state
+        return state.line_number if state is not None else _none
 
-    def amount(self, key: Key) -> Decimal:
-        """The stored amount of a skipped line's offer (what its record says)."""
-        return Decimal(self._current[key].partition(STATE_SEP)[0])
+
+def _none(digest: bytes) -> int:
+    return -1
 
 
 @runtime_checkable
@@ -134,17 +136,6 @@ class LineRecords(Protocol):
     (``service.catalog.snapshot.JsonlRecords``)."""
 
     def items(self, index: LineIndex | None = None) -> Iterator[Any]: ...
-
-
-def known_lines(current: dict[Key, str]) -> dict[bytes, Key]:
-    """Digest -> key of the active offers with a line digest."""
-    active, sep = f"{STATE_SEP}{ACTIVE}{STATE_SEP}", STATE_SEP
-    unhex = bytes.fromhex
-    return {
-        unhex(state[-32:]): key
-        for key, state in current.items()
-        if state[-1] != sep and active in state  # the digest, last, is 32 hex digits
-    }
 
 
 def lines_apply(

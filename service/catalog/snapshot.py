@@ -41,7 +41,7 @@ class JsonlRecords:
         as :class:`~service.catalog.lines.Fresh` (see :mod:`service.catalog.lines`)."""
         self.rejections.clear()
         reject, source = self.rejections.append, self.source
-        known = index.wait() if index is not None else None
+        line_number = index.wait() if index is not None else None
         with self.path.open("rb") as handle:
             for number, line in enumerate(_lines(handle), start=1):
                 position = number - 1
@@ -53,11 +53,11 @@ class JsonlRecords:
                 if not line.strip():
                     continue
                 digest = None
-                if known is not None:
+                if line_number is not None:
                     digest = line_digest(line)
-                    key = known.get(digest)
-                    if key is not None:
-                        yield (key, line)  # Known
+                    known = line_number(digest)
+                    if known >= 0:
+                        yield (known, line)  # Known
                         continue
                 try:
                     value = parse_line(line, source)

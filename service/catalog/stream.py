@@ -19,6 +19,7 @@ from service.catalog.columns import Key
 from service.catalog.diff import Diff
 from service.catalog.lines import LineIndex, LineRecords
 from service.catalog.results import Rejection
+from service.catalog.state import StateHandle
 from service.catalog.validation import Batch, SourcedRecords, StreamValidator
 
 BATCH_SIZE = 5_000
@@ -46,9 +47,10 @@ class Batches:
         protected: Iterable[Key] = (),
         size: int = BATCH_SIZE,
         index: LineIndex | None = None,
+        handle: StateHandle | None = None,
     ) -> None:
-        self.validator = StreamValidator(source, upstream, protected, index)
-        self._index = index
+        self.validator = StreamValidator(source, upstream, protected, index, handle)
+        self._index, self._handle = index, handle
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=1)
         self._stop = threading.Event()
         self._thread = threading.Thread(
@@ -96,6 +98,8 @@ class Batches:
         self._stop.set()
         if self._index is not None:
             self._index.release()  # a reader still waiting for it goes on, to stop
+        if self._handle is not None:
+            self._handle.release()  # and so does a validator waiting for the state
         self._thread.join()
 
 

@@ -13,17 +13,25 @@ applies the crawl again with every protected key known from the start (see
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from pydantic import ValidationError
 
 from schema.records import OFFER_RECORDS, OfferRecord, describe_validation_error
-from service.catalog.columns import Key, join_key
+from service.catalog.columns import KEY_SEP, Key, join_key
 from service.catalog.lines import Fresh, Known, LineIndex, read_known
 from service.catalog.results import Rejection, safe_excerpt
+from service.catalog.state import (
+    NOT_SEEN,
+    CurrentState,
+    SeenKeys,
+    StateHandle,
+    amount_number,
+    key_digest,
+)
 
 
 @dataclass
@@ -40,8 +48,9 @@ class Validated:
 
 
 class Batch(NamedTuple):
-    """A batch's valid records, each one's identity key and line digest (``lines``: None
-    when the records come from no lines; see service.catalog.lines) and the sha256 of the
+    """A batch's valid records, each one's identity key (and its row in the current state,
+    ``rows``) and line digest (``lines``: None when the records come from no lines; see
+    service.catalog.lines) and the sha256 of the
     raw payload each one was parsed from (``payloads``: None when the records come as
     they are, not :class:`Sourced`)."""
 
@@ -49,6 +58,8 @@ class Batch(NamedTuple):
     keys: list[Key]
     lines: list[bytes | None] | None = None
     payloads: list[str | None] | None = None
+    rows: list[int] | None = None
+    """Each record's row in the source's current state (-1: a new offer), found once."""
 
 
 class Sourced:
@@ -82,6 +93,7 @@ class StreamValidator:
         upstream: Sequence[Rejection],
         protected: Iterable[Key] = (),
         index: LineIndex | None = None,
+        handle: StateHandle | None = None,
     ) -> None:
         self.source = source
         self.upstream = upstream
@@ -90,8 +102,17 @@ class StreamValidator:
         self.rejections: list[Rejection] = []
         """This validation's own rejections, in position order."""
         self.protected: set[Key] = set(protected)
-        self.seen: dict[Key, Decimal | None] = {}
-        """The amount first seen under each key (None: a skipped line's, the stored one)."""
+        self.handle = handle
+        self.state: CurrentState | None = None
+        """The source's current state once the handle gives it: the keys seen of its offers
+        are kept in it (:attr:`CurrentState.seen_amounts`), the others in :attr:`seen`."""
+        self.seen = SeenKeys()
+        """Each key seen that no current offer has, with the amount first seen under it,
+        compactly (service.catalog.state)."""
+        self._seen_current = 0
+        """How many current offers the crawl has seen."""
+        self._providers: dict[str, int] = {}
+        """How many keys of :attr:`seen` each provider has."""
         self.index = index
         self.skipped = 0
         """Lines skipped as unchanged."""
@@ -112,7 +133,7 @@ class StreamValidator:
     def _protect(self, key: Key | None) -> None:
         if not key or key in self.protected:
             return
-        if key in self.seen and key not in self._batch_keys:
+        if key not in self._batch_keys and self._is_seen(key):
             self.late = True  # handed on in an earlier batch
         self.protected.add(key)
 
@@ -127,15 +148,29 @@ class StreamValidator:
         validated = _validated(items)
         records: list[OfferRecord] = []
         keys: list[Key] = []
+        rows: list[int] = []
         lines: list[bytes | None] | None = None if digests is None else []
         payloads: list[str | None] | None = None if origins is None else []
         source, seen, join = self.source, self.seen, join_key
+        find, add_seen, amounts = seen.find, seen.add, seen.amounts
+        providers = self._providers if ":" in self.source else None  # a peer's: see providers()
         add_region = self.regions.add
+        state = self._state()
+        row_of = state.keys.find if state is not None else _no_row
+        seen_amounts = state.seen_amounts if state is not None else array("q")
+        marked = state.marked if state is not None else bytearray()
         for offset, (item, record) in enumerate(zip(items, validated, strict=True)):
             position = first + offset
             if type(record) is Known:
-                if record[0] not in seen:  # the offer as stored: nothing to read
-                    seen[record[0]] = None
+                assert state is not None  # only an open index makes lines Known
+                row = state.line_rows[record[0]]
+                if seen_amounts[row] == NOT_SEEN:  # the offer as stored: nothing to read
+                    seen_amounts[row] = state.line_amounts[record[0]]
+                    marked[row] = 1
+                    self._seen_current += 1
+                    if providers is not None:
+                        provider = state.provider_names[state.providers[row]]
+                        providers[provider] = providers.get(provider, 0) + 1
                     self.skipped += 1
                     continue
                 fresh = read_known(record[1], source)  # a second record: judged
@@ -171,8 +206,22 @@ class StreamValidator:
                     fields["unit"],
                 )
             )
-            if key in seen:
-                if self._amount(key) != fields["amount"]:
+            pair = key_digest(key)
+            amount = amount_number(fields["amount"])
+            row = row_of(*pair)
+            if row >= 0:
+                first_amount = seen_amounts[row]
+                if first_amount == NOT_SEEN:
+                    seen_amounts[row] = amount
+                    marked[row] = 1
+                    self._seen_current += 1
+            else:
+                found = find(pair)
+                first_amount = NOT_SEEN if found < 0 else amounts[found]
+                if found < 0:
+                    add_seen(pair, amount)
+            if first_amount != NOT_SEEN:
+                if first_amount != amount:
                     self.rejections.append(
                         Rejection(
                             position,
@@ -182,10 +231,13 @@ class StreamValidator:
                     )
                     self._protect(key)
                 continue
-            seen[key] = fields["amount"]
+            if providers is not None:
+                provider = fields["provider"]
+                providers[provider] = providers.get(provider, 0) + 1
             batch_keys.add(key)
             records.append(record)
             keys.append(key)
+            rows.append(row)
             if lines is not None and digests is not None:
                 lines.append(digests[offset])
             if payloads is not None and origins is not None:
@@ -197,27 +249,47 @@ class StreamValidator:
         if protected:
             kept = [i for i, k in enumerate(keys) if k not in protected]
             records, keys = [records[i] for i in kept], [keys[i] for i in kept]
+            rows = [rows[i] for i in kept]
             if lines is not None:
                 lines = [lines[i] for i in kept]
             if payloads is not None:
                 payloads = [payloads[i] for i in kept]
-        return Batch(records, keys, lines, payloads)
+        return Batch(records, keys, lines, payloads, rows)
 
-    def _amount(self, key: Key) -> Decimal:
-        """The amount first seen under ``key`` (a skipped line's: its offer's stored one)."""
-        amount = self.seen[key]
-        if amount is None:
-            assert self.index is not None  # only an index makes lines Known
-            amount = self.seen[key] = self.index.amount(key)
-        return amount
+    def _state(self) -> CurrentState | None:
+        """The current state, once the handle gives it (waited for at the first batch)."""
+        if self.state is None and self.handle is not None:
+            self.state = self.handle.wait()
+            self.handle = None
+        return self.state
+
+    def _is_seen(self, key: Key) -> bool:
+        pair = key_digest(key)
+        state = self.state
+        row = state.row(pair) if state is not None else -1
+        if row >= 0:
+            assert state is not None
+            return state.seen_amounts[row] != NOT_SEEN
+        return self.seen.find(pair) >= 0
 
     @property
     def offers(self) -> int:
         """Valid offers of the crawl so far, protected ones excluded."""
         protected = self.protected
+        seen = len(self.seen) + self._seen_current
         if not protected:
-            return len(self.seen)
-        return len(self.seen) - sum(1 for key in protected if key in self.seen)
+            return seen
+        return seen - sum(1 for key in protected if self._is_seen(key))
+
+    def providers(self) -> set[str]:
+        """The providers of the keys seen, protected ones excluded (counted for a peer
+        catalog's crawl only: a source named ``peer:...``)."""
+        counts = dict(self._providers)
+        for key in self.protected:
+            if self._is_seen(key):
+                provider = key.partition(KEY_SEP)[0]
+                counts[provider] -= 1
+        return {provider for provider, count in counts.items() if count > 0}
 
     def all_rejections(self) -> list[Rejection]:
         """Upstream rejections first, then this validation's (the order they are stored)."""
@@ -225,11 +297,15 @@ class StreamValidator:
         return [*self.upstream, *self.rejections]
 
 
+def _no_row(hi: int, lo: int) -> int:
+    return -1
+
+
 def validate(source: str, records: Iterable[Any], upstream: Sequence[Rejection] = ()) -> Validated:
     """A whole crawl validated in one go (the streaming ingest validates it in batches)."""
     validator = StreamValidator(source, upstream)
     items = list(records)
-    kept, keys, _, _ = validator.batch(items)
+    kept, keys, *_ = validator.batch(items)
     protected = validator.protected
     kept_keys = [(r, k) for r, k in zip(kept, keys, strict=True) if k not in protected]
     return Validated(

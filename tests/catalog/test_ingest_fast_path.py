@@ -14,10 +14,11 @@ from sqlalchemy import Engine, func, select
 import service.catalog.diff
 import service.catalog.ingest
 import service.catalog.writer
-from service.catalog.diff import Current, load_current
+from service.catalog.diff import load_current, read_current
 from service.catalog.ingest import ingest
 from service.catalog.resolver import fingerprint
 from service.catalog.results import CrawlResult
+from service.catalog.state import CurrentState, key_digest, same_digest
 from service.catalog.validation import StreamValidator
 from service.core.config import Settings
 from service.core.db import writer
@@ -170,39 +171,58 @@ def test_the_current_state_text_round_trips(engine: Engine, settings: Settings) 
     rows = offer_rows(engine)
     with writer(engine).begin() as conn:
         current = load_current(conn, "acme")
-    assert len(current) == 4
-    for key, state in current.items():
-        provider, sku, region, kind, unit = key.split("\x1f")
-        row = rows[f"{sku}/{region}"]
-        old = Current.parse(key, state)
-        assert (provider, kind, unit) == ("acme", "on_demand", "hour")
-        assert state.startswith("12.34\x1fUSD\x1f")  # canonical amount text on both databases
-        assert (old.id, old.observation_id, old.status) == (
+        stored = read_current(conn, [row["id"] for row in rows.values()])
+    assert len(current) == 4 and len(stored) == 4
+    for row in rows.values():
+        old = stored[row["id"]]
+        assert (old.provider, old.id, old.observation_id, old.status) == (
+            "acme",
             row["id"],
             row["observation_id"],
             row["status"],
         )
         assert old.amount == Decimal("12.34") and old.fingerprint == row["fingerprint"]
+        # the compact state holds the digest of the canonical text on both databases
+        at = current.row(
+            key_digest(f"acme\x1f{row['sku']}\x1f{row['region']}\x1fon_demand\x1fhour")
+        )
+        assert current.ids[at] == row["id"]
+        same = same_digest(f"12.34\x1fUSD\x1f{row['fingerprint']}\x1f{row['status']}")
+        assert current.unchanged(at, same)
 
 
-def test_the_state_read_in_windows_equals_the_whole_read(
+def _rows(current: CurrentState) -> set[tuple[int, int, bytes, int, int]]:
+    keys, same = current.keys, current.same
+    return {
+        (
+            keys.his[r],
+            keys.los[r],
+            bytes(same[16 * r : 16 * r + 16]),
+            current.ids[r],
+            current.flags[r],
+        )
+        for r in range(len(current))
+    }
+
+
+def test_the_state_read_in_chunks_equals_the_whole_read(
     engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Sources interleaved in id order, read in windows of 7 ids (some holding none of
-    the source's offers), give exactly the one-window read; an unknown source, nothing."""
+    """Sources interleaved in id order, read 7 offers a fetch, give exactly the one-fetch
+    read; an unknown source, nothing."""
     for n in (5, 9, 13):
         ingest(engine, settings, crawl(records(n, amount="3.50")))
         ingest(engine, settings, CrawlResult("peer", records(n, source="peer")))
     with engine.connect() as conn:
-        whole = load_current(conn, "acme"), load_current(conn, "peer")
-        monkeypatch.setattr(service.catalog.diff, "STATE_WINDOW", 7)
-        windowed = load_current(conn, "acme"), load_current(conn, "peer")
-        assert load_current(conn, "nobody") == {}
+        whole = _rows(load_current(conn, "acme")), _rows(load_current(conn, "peer"))
+        monkeypatch.setattr(service.catalog.diff, "STATE_CHUNK", 7)
+        windowed = _rows(load_current(conn, "acme")), _rows(load_current(conn, "peer"))
+        assert len(load_current(conn, "nobody")) == 0
     assert windowed == whole
     assert (len(whole[0]), len(whole[1])) == (13, 13)
-    assert whole[0].keys() == whole[1].keys()  # the same identities in two sources ...
-    ids = [{Current.parse(k, v).id for k, v in state.items()} for state in whole]
-    assert ids[0].isdisjoint(ids[1])  # ... are distinct offers
+    # the same identities in two sources are distinct offers
+    assert {r[:2] for r in whole[0]} == {r[:2] for r in whole[1]}
+    assert {r[3] for r in whole[0]}.isdisjoint({r[3] for r in whole[1]})
 
 
 def test_a_failure_while_validating_on_its_thread_leaves_the_catalog_as_it_was(

@@ -24,11 +24,10 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, insert, inspect, select, text, update
 
-import service.catalog.ingest as ingest_module
 from schema.catalog import Region
 from schema.prices import Offer, OfferLine
 from service.catalog.ingest import ingest
-from service.catalog.lines import line_digest
+from service.catalog.lines import LineIndex, line_digest
 from service.catalog.results import CrawlResult, IngestResult
 from service.catalog.snapshot import MAX_LINE_BYTES, ingest_jsonl, read_jsonl
 from service.compliance.reference_load import load_reference
@@ -53,7 +52,7 @@ their region zz is unknown (unmapped)."""
 @contextmanager
 def full_path() -> Iterator[None]:
     """Ingests within skip nothing: the reader is offered no stored digest."""
-    with mock.patch.object(ingest_module, "known_lines", return_value={}):
+    with mock.patch.object(LineIndex, "open", lambda index, state: index.release()):
         yield
 
 
