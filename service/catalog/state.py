@@ -111,6 +111,24 @@ class DigestTable:
             i = (i + 1) & mask
         return -1
 
+    def insert(self, hi: int, lo: int) -> int:
+        """The row of the digest (hi, lo) when it is in the table; else it is added, and
+        the result is ``-1 - row`` (one probe for both)."""
+        slots, his, mask = self.slots, self.his, self.mask
+        i = hi & mask
+        while row := slots[i]:
+            if his[row - 1] == hi and self.los[row - 1] == lo:
+                return row - 1
+            i = (i + 1) & mask
+        row = len(his)
+        his.append(hi)
+        self.los.append(lo)
+        if 2 * (row + 1) > len(slots):
+            self._grow()
+        else:
+            slots[i] = row + 1
+        return -1 - row
+
     def add(self, hi: int, lo: int) -> int:
         """Add a digest not in the table; its row."""
         row = len(self.his)
@@ -157,6 +175,11 @@ class DigestTable:
         self.slots, self.mask = slots, mask
 
 
+NOT_SEEN = -1
+"""The first amount of an offer the crawl has not seen yet (an amount's number is never
+negative)."""
+
+
 class SeenKeys:
     """The offer keys a crawl has seen, each with the amount first seen under it
     (:func:`amount_number`): what the duplicate rule needs, about 32-40 bytes a key."""
@@ -176,14 +199,16 @@ class SeenKeys:
     def __contains__(self, key: Key) -> bool:
         return self.table.find(*key_digest(key)) >= 0
 
-    def add(self, pair: Pair, amount: int) -> None:
-        self.table.add(*pair)
+    def add(self, pair: Pair, amount: int) -> int:
+        """The amount first seen under the key ``pair``, or :data:`NOT_SEEN` when it is
+        new (then ``amount`` is kept as its first)."""
+        row = self.table.insert(*pair)
+        if row >= 0:
+            return self.amounts[row]
         self.amounts.append(amount)
+        return NOT_SEEN
 
 
-NOT_SEEN = -1
-"""The first amount of an offer the crawl has not seen yet (an amount's number is never
-negative)."""
 _digests_of = blake2b.digest
 _encode = str.encode
 _partition = str.partition

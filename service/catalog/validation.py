@@ -152,7 +152,7 @@ class StreamValidator:
         lines: list[bytes | None] | None = None if digests is None else []
         payloads: list[str | None] | None = None if origins is None else []
         source, seen, join = self.source, self.seen, join_key
-        find, add_seen, amounts = seen.find, seen.add, seen.amounts
+        add_seen = seen.add
         providers = self._providers if ":" in self.source else None  # a peer's: see providers()
         add_region = self.regions.add
         state = self._state()
@@ -216,10 +216,7 @@ class StreamValidator:
                     marked[row] = 1
                     self._seen_current += 1
             else:
-                found = find(pair)
-                first_amount = NOT_SEEN if found < 0 else amounts[found]
-                if found < 0:
-                    add_seen(pair, amount)
+                first_amount = add_seen(pair, amount)
             if first_amount != NOT_SEEN:
                 if first_amount != amount:
                     self.rejections.append(
