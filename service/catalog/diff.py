@@ -261,7 +261,16 @@ def load_current(conn: Connection, source: str, *, lines: bool = False) -> Curre
     dialect = conn.dialect.name
     one, tables = _offer_sql(dialect, lines)
     driver: Any = conn.connection.driver_connection
-    current = CurrentState(partial(read_current, conn))
+    count = "SELECT count(*) FROM offer WHERE source = " + (
+        "%s" if dialect == "postgresql" else "?"
+    )
+    counter = driver.cursor()
+    try:  # the tables sized at once (an index-only count)
+        counter.execute(count, (source,))
+        expected = counter.fetchone()[0]
+    finally:
+        counter.close()
+    current = CurrentState(partial(read_current, conn), expected)
     add, first = current.add, itemgetter(0)
     if dialect == "postgresql":
         cursor = driver.cursor(name="gpuatlas_current_state")

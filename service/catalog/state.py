@@ -230,8 +230,12 @@ class CurrentState:
     ``read``: a function returning the full :class:`~service.catalog.diff.Current` of
     offers by id (the database's rows, read by the ingest's connection)."""
 
-    def __init__(self, read: Callable[[list[int]], dict[int, Any]] | None = None) -> None:
-        self.keys = DigestTable()
+    def __init__(
+        self, read: Callable[[list[int]], dict[int, Any]] | None = None, expected: int = 0
+    ) -> None:
+        self._expected = expected
+        """How many offers are coming (the tables are sized for them at once)."""
+        self.keys = DigestTable(expected)
         self.same = bytearray()
         self.ids = array("q")
         self.flags = bytearray()
@@ -279,11 +283,11 @@ class CurrentState:
             return
         lined = bytes(map(and_, map(bool, hexes), active))  # active, with a line digest
         if self.lines is None:
-            self.lines = DigestTable()
+            self.lines = DigestTable(self._expected)
         self.lines.extend(bytes.fromhex("".join(compress(hexes, lined))))
         self.line_rows.extend(compress(range(first, first + len(keys)), lined))
         amounts = map(_first, map(_partition, compress(sames, lined), repeat("\x1f")))
-        self.line_amounts.extend(map(amount_number, map(Decimal, amounts)))
+        self.line_amounts.extend(map(hash, map(Decimal, amounts)))  # amount_number
 
     def row(self, pair: Pair) -> int:
         """The row of the offer with key digest ``pair``, or -1."""
