@@ -70,8 +70,11 @@ def test_the_current_state_takes_a_few_dozen_bytes_an_offer(
     settings = Settings(database_url=url, environment="test", _env_file=None)  # type: ignore[call-arg]
     try:
         path = _file(tmp_path, OFFERS)
-        for _ in range(2):  # the second records the lines (the first added a provider)
-            assert ingest_jsonl(engine, settings, path, "acme").status.value == "ok"
+        elsewhere = tmp_path / "elsewhere" / path.name
+        elsewhere.parent.mkdir()
+        shutil.copy(path, elsewhere)
+        for crawl_file in (path, elsewhere):  # the second (not the same path) records lines
+            assert ingest_jsonl(engine, settings, crawl_file, "acme").status.value == "ok"
         crawl = records(OFFERS)
         fresh = records(OFFERS, source="acme", region="elsewhere")
         with engine.connect() as conn:
