@@ -285,7 +285,7 @@ class StreamValidator:
         for key in self.protected:
             if self._is_seen(key):
                 provider = key.partition(KEY_SEP)[0]
-                counts[provider] -= 1
+                counts[provider] = counts.get(provider, 0) - 1
         return {provider for provider, count in counts.items() if count > 0}
 
     def all_rejections(self) -> list[Rejection]:
