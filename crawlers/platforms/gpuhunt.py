@@ -50,15 +50,14 @@ from crawlers.normalize.gpu_form import with_sku_form_factor
 from crawlers.normalize.reference import reference_index
 from crawlers.platforms.skypilot import (
     COUNTRY_RULES,
+    Identity,
     amount_text,
-    collapse,
-    handed_on,
+    csv_offers,
     number_text,
     parse_decimal,
     payload_bytes,
     plain,
     plausible_gpu_memory,
-    read_csv,
 )
 
 log = logging.getLogger(__name__)
@@ -182,35 +181,24 @@ class GpuhuntCatalog(ApiSource):
             return
         if step == "catalog" or body[:4] == b"PK\x03\x04":
             body = read_member(body, f"{self.peer}.csv")
-        what = f"{self.name} {response.url}"
-        records: list[RawRecord] = []
-        for line, row in read_csv(body, self.REQUIRED, self.stats, what=what):
-            records.extend(self.offers(row, line, response))
-        offers = collapse(records)
-        del records, body
-        self.stats["offers"] += len(offers)
-        log.info("%s: %s", what, dict(sorted(self.stats.items())))
-        yield from handed_on(offers)
+        yield from csv_offers(self, body, response)
 
-    def offers(self, row: Mapping[str, str], line: int, response: Response) -> list[RawRecord]:
+    def offers(
+        self,
+        row: Mapping[str, str],
+        line: int,
+        response: Response,
+        stats: Counter[str] | None = None,
+        quiet: bool = False,
+    ) -> list[RawRecord]:
+        """The record of one row (none for a non-GPU or unpriced row), what it skips
+        counted in ``stats`` (by default the source's)."""
+        found = self.identities(row, self.stats if stats is None else stats)
+        if not found:
+            return []
+        ((sku, region, kind, amount),) = found
         count_text = row["gpu_count"]
-        count = parse_decimal(count_text)
-        if (count is not None and count == 0) or (not count_text and not row["gpu_name"]):
-            self.stats["skipped: no accelerator (CPU-only)"] += 1
-            return []
-        price = row["price"]
-        value = parse_decimal(price)
-        if not price or (value is not None and value == 0):
-            self.stats["skipped: no price"] += 1
-            return []
-        spot = row["spot"].lower()
-        kind = {"true": "spot", "false": "on_demand"}.get(spot, row["spot"])
-        location = row["location"]
-        region = location
-        if self.zone_locations and (match := _ZONE_SUFFIX.match(location)):
-            region = match.group(1)
         memory = plausible_gpu_memory(parse_decimal(row.get("gpu_memory")))
-        sku = self.sku(row, count_text)
         name = gpu_spelling(row["gpu_name"], memory)
         record: RawRecord = {
             "sku": sku,
@@ -223,15 +211,33 @@ class GpuhuntCatalog(ApiSource):
             "price_kind": kind,
             "unit": "hour",
             "price_per": "instance",
-            "amount": amount_text(price),
+            "amount": amount,
             "currency": self.currency,
             "source_url": response.url,
             "observed_at": response.fetched_at.isoformat(),
         }
         rule = COUNTRY_RULES.get(self.country_rule) if self.country_rule else None
-        if rule and (country := rule(location, "")):
+        if rule and (country := rule(row["location"], "")):
             record["country"] = country
         return [record]
+
+    def identities(self, row: Mapping[str, str], stats: Counter[str]) -> list[Identity]:
+        count_text = row["gpu_count"]
+        count = parse_decimal(count_text)
+        if (count is not None and count == 0) or (not count_text and not row["gpu_name"]):
+            stats["skipped: no accelerator (CPU-only)"] += 1
+            return []
+        price = row["price"]
+        value = parse_decimal(price)
+        if not price or (value is not None and value == 0):
+            stats["skipped: no price"] += 1
+            return []
+        spot = row["spot"].lower()
+        kind = {"true": "spot", "false": "on_demand"}.get(spot, row["spot"])
+        region = location = row["location"]
+        if self.zone_locations and (match := _ZONE_SUFFIX.match(location)):
+            region = match.group(1)
+        return [(self.sku(row, count_text), region, kind, amount_text(price))]
 
     def sku(self, row: Mapping[str, str], count_text: str) -> str:
         """gpuhunt's instance name, made unique per offer where the provider needs it."""

@@ -43,11 +43,12 @@ import io
 import json
 import logging
 import re
+from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
-from typing import Any, ClassVar, Literal, cast
+from typing import Any, ClassVar, Literal, Protocol, cast
 
 from crawlers.base import (
     ApiSource,
@@ -96,12 +97,13 @@ def payload_bytes(response: Response) -> bytes:
 
 
 def read_csv(
-    body: bytes, required: Iterable[str], stats: Counter[str], *, what: str
+    body: bytes, required: Iterable[str], stats: Counter[str], *, what: str, quiet: bool = False
 ) -> Iterator[tuple[int, dict[str, str]]]:
     """Rows of a CSV payload as ``(line number, {column: stripped value})``, read by header.
 
     A missing required column is ``layout changed``; a row whose field count differs from
-    the header is skipped and counted; a field spanning line ends is ``invalid payload``.
+    the header is skipped and counted (logged unless ``quiet``: a payload read again); a
+    field spanning line ends is ``invalid payload``.
     """
     # decoded as it is read (a decode error becomes 'invalid payload' upstream): a whole
     # decoded copy in a StringIO took 4 bytes a character (78 MB for a 16 MB catalog)
@@ -126,7 +128,8 @@ def read_csv(
             return
         except csv.Error as exc:  # e.g. a field over the csv module's size limit
             stats["skipped: unreadable row"] += 1
-            log.warning("%s line %d: unreadable row (%s)", what, reader.line_num, exc)
+            if not quiet:
+                log.warning("%s line %d: unreadable row (%s)", what, reader.line_num, exc)
             continue
         if not any(field.strip() for field in fields):
             continue
@@ -134,13 +137,14 @@ def read_csv(
             raise SourceError("invalid payload", f"{what} line {reader.line_num}: unbalanced quote")
         if len(fields) != len(header):
             stats["skipped: malformed row"] += 1
-            log.warning(
-                "%s line %d: %d fields, header has %d",
-                what,
-                reader.line_num,
-                len(fields),
-                len(header),
-            )
+            if not quiet:
+                log.warning(
+                    "%s line %d: %d fields, header has %d",
+                    what,
+                    reader.line_num,
+                    len(fields),
+                    len(header),
+                )
             continue
         stats["rows"] += 1
         yield (
@@ -237,45 +241,168 @@ COUNTRY_RULES: dict[str, Callable[[str, str], str | None]] = {
 }
 
 
-def handed_on(records: list[RawRecord]) -> Iterator[RawRecord]:
-    """Each of ``records`` in order, let go of as it is yielded (the list is emptied): a
-    crawl reads a payload's records a batch at a time, and the ingest's own state grows
-    as the parser's shrinks instead of on top of it."""
-    records.reverse()
-    while records:
-        yield records.pop()
+Identity = tuple[Any, Any, Any, Any]
+"""What the collapse reads of a record: ``(sku, region, price kind, amount text)``."""
+
+_NO_AMOUNT = Decimal(0)
+HOLD = 5_000
+"""Winners held at most while the collapse waits for an earlier offer's (an offer whose
+lowest price comes after the next offer's first row); past that many the payload is read
+once more for the rest (:func:`collapsed`)."""
+
+
+def identity(record: RawRecord) -> Identity:
+    """What :func:`collapsed` reads of a raw record."""
+    return (record.get("sku"), record.get("region"), record.get("price_kind"), record.get("amount"))
+
+
+@dataclass
+class Winners:
+    """A collapse's first pass, a few bytes a record: for each record, in order, the offer
+    it stands for in the output (its position there) or -1 (a row outbid or tied by an
+    earlier one); and per offer whether its rows disagree on the price (a floor)."""
+
+    slots: array[int]
+    floors: bytearray
+
+    @classmethod
+    def of(cls, identities: Iterable[Identity]) -> Winners:
+        slots: array[int] = array("q")
+        floors = bytearray()
+        winner: array[int] = array("q")  # per offer: the position of its record so far
+        lowest: list[Decimal] = []
+        offers: dict[int, int] = {}  # (sku, region, kind) numbered, packed in one int
+        numbers: tuple[dict[Any, int], ...] = ({}, {}, {})
+        for position, (sku, region, kind, text) in enumerate(identities):
+            amount = parse_decimal(text)
+            if amount is not None:
+                key = 0
+                for part, table in zip((sku, region, kind), numbers, strict=True):
+                    number = table.get(part)
+                    if number is None:
+                        number = table[part] = len(table)
+                    key = (key << 32) | number
+                offer = offers.get(key)
+                if offer is not None:
+                    slots.append(-1)
+                    if amount != lowest[offer]:
+                        floors[offer] = 1
+                        if amount < lowest[offer]:
+                            lowest[offer] = amount
+                            slots[winner[offer]] = -1
+                            slots[position] = offer
+                            winner[offer] = position
+                    continue
+                offers[key] = len(floors)
+            # a new offer, or a record whose amount is not a number (it passes through, for
+            # validation to reject)
+            slots.append(len(floors))
+            floors.append(0)
+            winner.append(position)
+            lowest.append(_NO_AMOUNT if amount is None else amount)
+        return cls(slots, floors)
+
+
+def collapsed(
+    identities: Iterable[Identity],
+    reading: Callable[[bool], Iterable[RawRecord]],
+    *,
+    hold: int = HOLD,
+) -> Generator[RawRecord, None, int]:
+    """One record per offer identity (sku, region, price kind), in first-seen order,
+    without holding the records: returns the number of offers.
+
+    Peers list an offer once per zone or per host. When the rows agree on the price one
+    record stands for them (the first); when they differ the first of the lowest is kept
+    and marked as a floor. Records whose amount is not a number pass through untouched, for
+    validation to reject. ``identities`` gives what the collapse reads of each record
+    (:func:`identity`), in order; ``reading(first)`` the records themselves, as often as
+    asked (each reading parses the payload again; ``first`` is true once). Between the two
+    only :class:`Winners` is held; a reading hands on each offer's record as it comes,
+    holding (at most ``hold``) those that come before an earlier offer's."""
+    winners = Winners.of(identities)
+    slots, floors = winners.slots, winners.floors
+    total = len(floors)
+    done = 0  # offers handed on
+    first = True
+    while first or done < total:
+        held: dict[int, RawRecord] = {}
+        count = 0
+        for position, record in enumerate(reading(first)):
+            if position >= len(slots):
+                raise RuntimeError(
+                    f"a reading gave more records than the first pass's {len(slots)}"
+                )
+            count = position + 1
+            offer = slots[position]
+            if offer < done or offer >= done + hold:
+                continue  # outbid, handed on already, or left for the next reading
+            if floors[offer]:
+                record = {**record, "price_floor": True}
+            if offer > done:
+                held[offer] = record
+                continue
+            yield record
+            done += 1
+            while done in held:
+                yield held.pop(done)
+                done += 1
+        if count != len(slots):
+            raise RuntimeError(f"a reading gave {count} records, the first pass {len(slots)}")
+        first = False
+    return total
 
 
 def collapse(records: Iterable[RawRecord]) -> list[RawRecord]:
-    """One record per offer identity (sku, region, price kind), in first-seen order.
+    """:func:`collapsed` of records in hand."""
+    kept = list(records)
+    return list(collapsed(map(identity, kept), lambda first: kept))
 
-    Peers list an offer once per zone or per host. When the rows agree on the price one
-    record stands for them; when they differ the lowest is kept and marked as a floor.
-    Records whose amount is not a number pass through untouched, for validation to reject.
-    """
-    order: list[tuple[Any, ...] | RawRecord] = []
-    groups: dict[tuple[Any, ...], list[tuple[Decimal, RawRecord]]] = {}
-    for record in records:
-        amount = parse_decimal(record.get("amount"))
-        if amount is None:
-            order.append(record)
-            continue
-        key = (record.get("sku"), record.get("region"), record.get("price_kind"))
-        if key not in groups:
-            groups[key] = []
-            order.append(key)
-        groups[key].append((amount, record))
-    result: list[RawRecord] = []
-    for item in order:
-        if isinstance(item, dict):
-            result.append(item)
-            continue
-        group = groups[cast(tuple[Any, ...], item)]
-        lowest, best = min(group, key=lambda pair: pair[0])
-        if any(amount != lowest for amount, _ in group):
-            best = {**best, "price_floor": True}
-        result.append(best)
-    return result
+
+class PeerCsv(Protocol):
+    """What :func:`csv_offers` asks of a peer-CSV source."""
+
+    name: ClassVar[str]
+    REQUIRED: ClassVar[tuple[str, ...]]
+    stats: Counter[str]
+
+    def identities(self, row: Mapping[str, str], stats: Counter[str]) -> list[Identity]:
+        """What the collapse reads of each record :meth:`offers` makes of ``row``, counting
+        what it skips as :meth:`offers` does."""
+        ...
+
+    def offers(
+        self,
+        row: Mapping[str, str],
+        line: int,
+        response: Response,
+        stats: Counter[str] | None = None,
+        quiet: bool = False,
+    ) -> list[RawRecord]: ...
+
+
+def csv_offers(source: PeerCsv, body: bytes, response: Response) -> Iterator[RawRecord]:
+    """The collapsed records of one peer CSV, handed on one by one (:func:`collapsed`).
+
+    The CSV is read twice or more: once for its identities (``source.identities``, which
+    builds no record), then for its records (``source.offers``). The first reading of the
+    records counts the source's ``stats`` and logs what it skips, so they are what one
+    reading gives."""
+    what = f"{source.name} {response.url}"
+
+    def identities() -> Iterator[Identity]:
+        counts: Counter[str] = Counter()
+        for _, row in read_csv(body, source.REQUIRED, counts, what=what, quiet=True):
+            yield from source.identities(row, counts)
+
+    def reading(first: bool) -> Iterator[RawRecord]:
+        counts = source.stats if first else Counter()
+        for line, row in read_csv(body, source.REQUIRED, counts, what=what, quiet=not first):
+            yield from source.offers(row, line, response, counts, not first)
+
+    offers = yield from collapsed(identities(), reading)
+    source.stats["offers"] += offers
+    log.info("%s: %s", what, dict(sorted(source.stats.items())))
 
 
 # --------------------------------------------------------------------------- GpuInfo
@@ -389,35 +516,34 @@ class SkyPilotCatalog(ApiSource):
         yield Request(ctx.base_url.rstrip("/") + self.catalog_path())
 
     def parse(self, response: Response, ctx: Context) -> Iterator[RawRecord | Request]:
-        what = f"{self.name} {response.url}"
-        records: list[RawRecord] = []
-        for line, row in read_csv(payload_bytes(response), self.REQUIRED, self.stats, what=what):
-            records.extend(self.offers(row, line, response))
-        offers = collapse(records)
-        del records
-        self.stats["offers"] += len(offers)
-        log.info("%s: %s", what, dict(sorted(self.stats.items())))
-        yield from handed_on(offers)
+        yield from csv_offers(self, payload_bytes(response), response)
 
-    def offers(self, row: Mapping[str, str], line: int, response: Response) -> list[RawRecord]:
-        """The on-demand and spot records of one row (none for a non-GPU or unpriced row)."""
-        sku = row["InstanceType"]
-        accelerator = row["AcceleratorName"]
+    def offers(
+        self,
+        row: Mapping[str, str],
+        line: int,
+        response: Response,
+        stats: Counter[str] | None = None,
+        quiet: bool = False,
+    ) -> list[RawRecord]:
+        """The on-demand and spot records of one row (none for a non-GPU or unpriced row),
+        what it skips counted in ``stats`` (by default the source's) and logged unless
+        ``quiet``."""
+        stats = self.stats if stats is None else stats
+        if not self.offered(row, stats):
+            return []
         count_text = row["AcceleratorCount"]
         count = parse_decimal(count_text)
-        if not accelerator or (count is not None and count == 0):
-            self.stats["skipped: no accelerator (CPU-only)"] += 1
-            return []
-        if not sku:
-            self.stats["skipped: accelerator-only row (no instance type)"] += 1
-            return []
+        sku = row["InstanceType"]
         try:
             info = parse_gpu_info(row.get("GpuInfo", ""))
         except GpuInfoRefused as exc:
-            self.stats["gpu info refused"] += 1
-            log.warning("%s line %d: GpuInfo refused (%s)", self.name, line, exc)
+            stats["gpu info refused"] += 1
+            if not quiet:
+                log.warning("%s line %d: GpuInfo refused (%s)", self.name, line, exc)
             info = GpuInfo()
         region, country = self.location(row)
+        accelerator = row["AcceleratorName"]
         base: RawRecord = {
             "sku": sku,
             "gpu_name_raw": with_sku_form_factor(refine_gpu_name(accelerator, info.name), sku),
@@ -435,19 +561,43 @@ class SkyPilotCatalog(ApiSource):
         }
         if country:
             base["country"] = country
-        records = []
+        return [
+            {**base, "price_kind": kind, "amount": amount}
+            for kind, amount in self.prices(row, stats)
+        ]
+
+    def identities(self, row: Mapping[str, str], stats: Counter[str]) -> list[Identity]:
+        if not self.offered(row, stats):
+            return []
+        sku, (region, _) = row["InstanceType"], self.location(row)
+        return [(sku, region, kind, amount) for kind, amount in self.prices(row, stats)]
+
+    def offered(self, row: Mapping[str, str], stats: Counter[str]) -> bool:
+        """Whether a row is a GPU instance (counted in ``stats`` when it is not)."""
+        count = parse_decimal(row["AcceleratorCount"])
+        if not row["AcceleratorName"] or (count is not None and count == 0):
+            stats["skipped: no accelerator (CPU-only)"] += 1
+            return False
+        if not row["InstanceType"]:
+            stats["skipped: accelerator-only row (no instance type)"] += 1
+            return False
+        return True
+
+    def prices(self, row: Mapping[str, str], stats: Counter[str]) -> list[tuple[str, str]]:
+        """``(price kind, amount)`` of each price a row gives (counted when it gives none)."""
+        found = []
         for kind, column in (("on_demand", "Price"), ("spot", "SpotPrice")):
             text = row.get(column, "")
             if not text:
                 continue
             value = parse_decimal(text)
             if value is not None and value == 0:
-                self.stats[f"skipped: zero {kind} price"] += 1
+                stats[f"skipped: zero {kind} price"] += 1
                 continue
-            records.append({**base, "price_kind": kind, "amount": amount_text(text)})
-        if not records:
-            self.stats["skipped: no price"] += 1
-        return records
+            found.append((kind, amount_text(text)))
+        if not found:
+            stats["skipped: no price"] += 1
+        return found
 
     def location(self, row: Mapping[str, str]) -> tuple[str, str | None]:
         """(our region code, country if the cloud's location says it)."""
