@@ -71,6 +71,9 @@ _VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _ZONE_SUFFIX = re.compile(r"^(.+\d)-[a-z]$")
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]{0,40}$")
 
+_PRICE_KINDS = {"true": "spot", "false": "on_demand"}
+"""The ``spot`` column's values; any other is passed on as published, for validation."""
+
 SkuMode = Literal["name", "gpus", "shape"]
 
 
@@ -232,8 +235,7 @@ class GpuhuntCatalog(ApiSource):
         if not price or (value is not None and value == 0):
             stats["skipped: no price"] += 1
             return []
-        spot = row["spot"].lower()
-        kind = {"true": "spot", "false": "on_demand"}.get(spot, row["spot"])
+        kind = _PRICE_KINDS.get(row["spot"].lower(), row["spot"])
         region = location = row["location"]
         if self.zone_locations and (match := _ZONE_SUFFIX.match(location)):
             region = match.group(1)
