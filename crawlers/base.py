@@ -123,6 +123,9 @@ class ApiSource:
     """Keep every record a network crawl parses, however many, instead of parsing its
     payloads again when they are ingested (``crawlers.http.KEEP_RECORDS``): for payloads
     that cost far more to parse again than their records cost to hold."""
+    reads_path: ClassVar[bool] = False
+    """``parse`` reads a payload from ``Response.path`` when it is set, opening it rather
+    than reading it whole: a saved file (``--from-file``) is handed over as its path."""
     fixtures: ClassVar[str | None] = None
     """Folder under fixtures/ with this source's recorded responses (defaults to name)."""
 

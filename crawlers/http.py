@@ -397,9 +397,12 @@ def reparse(
         for _ in source.start(ctx):
             pass
     for index, payload in enumerate(output.payloads):
-        body = payload.body or b""
+        body, path = payload.body or b"", payload.path
         if payload.file is not None:
-            body = payload.file.read_bytes()
+            if source.reads_path:
+                path = payload.file
+            else:
+                body = payload.file.read_bytes()
         response = Response(
             payload.url,
             payload.status_code,
@@ -407,7 +410,7 @@ def reparse(
             payload.headers,
             payload.request,
             payload.fetched_at,
-            payload.path,
+            path,
         )
         for item in parse_guarded(source, response, ctx):
             if not isinstance(item, Request):

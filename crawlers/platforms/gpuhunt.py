@@ -33,9 +33,9 @@ import re
 import zipfile
 import zlib
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from decimal import Decimal
-from typing import Any, ClassVar, Literal, cast
+from typing import IO, Any, ClassVar, Literal, cast
 
 from crawlers.base import (
     ApiSource,
@@ -64,6 +64,8 @@ log = logging.getLogger(__name__)
 
 GPUHUNT_BASE_URL = "https://dstack-gpu-pricing.s3.eu-west-1.amazonaws.com"
 CHANNEL = "v3"
+VERSION_BYTES = 80
+"""A version file is at most this long."""
 MAX_ZIP_MEMBERS = 64
 MAX_MEMBER_BYTES = 256 * 1024 * 1024
 MAX_COMPRESSION_RATIO = 100
@@ -86,7 +88,7 @@ def parse_version(body: bytes) -> str:
 
 
 def looks_like_version(body: bytes) -> bool:
-    return len(body) <= 80 and b"," not in body and len(body.strip().splitlines()) == 1
+    return len(body) <= VERSION_BYTES and b"," not in body and len(body.strip().splitlines()) == 1
 
 
 def read_member(archive: bytes, member: str) -> bytes:
@@ -144,6 +146,7 @@ class GpuhuntCatalog(ApiSource):
     docs_url = "https://github.com/dstackai/gpuhunt"
     terms_url = "https://github.com/dstackai/gpuhunt/blob/main/LICENSE"
     fixtures = "gpuhunt"
+    reads_path = True
 
     peer: ClassVar[str]
     """gpuhunt's provider name (the catalog folder and the CSV's name)."""
@@ -173,18 +176,20 @@ class GpuhuntCatalog(ApiSource):
         )
 
     def parse(self, response: Response, ctx: Context) -> Iterator[RawRecord | Request]:
-        body = payload_bytes(response)
+        with response.open() as handle:  # a saved catalog is read from its file
+            head = handle.read(VERSION_BYTES + 1)
         step = response.meta.get("step")
-        if step == "version" or (step is None and looks_like_version(body)):
-            version = parse_version(body)
+        if step == "version" or (step is None and looks_like_version(head)):
+            version = parse_version(payload_bytes(response))
             yield Request(
                 f"{ctx.base_url.rstrip('/')}/{CHANNEL}/{self.peer}/{version}/catalog.zip",
                 meta={"step": "catalog", "version": version},
             )
             return
-        if step == "catalog" or body[:4] == b"PK\x03\x04":
-            body = read_member(body, f"{self.peer}.csv")
-        yield from csv_offers(self, body, response)
+        table: bytes | Callable[[], IO[bytes]] = response.open
+        if step == "catalog" or head[:4] == b"PK\x03\x04":
+            table = read_member(payload_bytes(response), f"{self.peer}.csv")
+        yield from csv_offers(self, table, response)
 
     def offers(
         self,

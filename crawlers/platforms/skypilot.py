@@ -48,7 +48,7 @@ from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
-from typing import Any, ClassVar, Literal, Protocol, cast
+from typing import IO, Any, ClassVar, Literal, Protocol, cast
 
 from crawlers.base import (
     ApiSource,
@@ -97,9 +97,15 @@ def payload_bytes(response: Response) -> bytes:
 
 
 def read_csv(
-    body: bytes, required: Iterable[str], stats: Counter[str], *, what: str, quiet: bool = False
+    payload: bytes | Callable[[], IO[bytes]],
+    required: Iterable[str],
+    stats: Counter[str],
+    *,
+    what: str,
+    quiet: bool = False,
 ) -> Iterator[tuple[int, dict[str, str]]]:
-    """Rows of a CSV payload as ``(line number, {column: stripped value})``, read by header.
+    """Rows of a CSV payload (its bytes, or a function opening it) as ``(line number,
+    {column: stripped value})``, read by header.
 
     A missing required column is ``layout changed``; a row whose field count differs from
     the header is skipped and counted (logged unless ``quiet``: a payload read again); a
@@ -107,7 +113,15 @@ def read_csv(
     """
     # decoded as it is read (a decode error becomes 'invalid payload' upstream): a whole
     # decoded copy in a StringIO took 4 bytes a character (78 MB for a 16 MB catalog)
-    reader = csv.reader(io.TextIOWrapper(io.BytesIO(body), encoding="utf-8-sig", newline=""))
+    handle = io.BytesIO(payload) if isinstance(payload, bytes) else payload()
+    with io.TextIOWrapper(handle, encoding="utf-8-sig", newline="") as text:
+        yield from _rows(text, required, stats, what, quiet)
+
+
+def _rows(
+    text: IO[str], required: Iterable[str], stats: Counter[str], what: str, quiet: bool
+) -> Iterator[tuple[int, dict[str, str]]]:
+    reader = csv.reader(text)
     try:
         header = [name.strip() for name in next(reader)]
     except StopIteration:
@@ -379,8 +393,11 @@ class PeerCsv(Protocol):
     ) -> list[RawRecord]: ...
 
 
-def csv_offers(source: PeerCsv, body: bytes, response: Response) -> Iterator[RawRecord]:
-    """The collapsed records of one peer CSV, handed on one by one (:func:`collapsed`).
+def csv_offers(
+    source: PeerCsv, body: bytes | Callable[[], IO[bytes]], response: Response
+) -> Iterator[RawRecord]:
+    """The collapsed records of one peer CSV (its bytes, or a function opening it), handed
+    on one by one (:func:`collapsed`).
 
     The CSV is read twice or more: once for its identities (``source.identities``, which
     builds no record), then for its records (``source.offers``). The first reading of the
@@ -482,6 +499,7 @@ class SkyPilotCatalog(ApiSource):
     docs_url = "https://github.com/skypilot-org/skypilot-catalog"
     terms_url = "https://github.com/skypilot-org/skypilot-catalog/blob/master/LICENSE"
     fixtures = "skypilot"
+    reads_path = True
 
     peer: ClassVar[str]
     """SkyPilot's name of the cloud (the catalog folder)."""
@@ -514,7 +532,7 @@ class SkyPilotCatalog(ApiSource):
         yield Request(ctx.base_url.rstrip("/") + self.catalog_path())
 
     def parse(self, response: Response, ctx: Context) -> Iterator[RawRecord | Request]:
-        yield from csv_offers(self, payload_bytes(response), response)
+        yield from csv_offers(self, response.open, response)
 
     def offers(
         self,
