@@ -15,6 +15,7 @@ import shutil
 import tracemalloc
 from collections import Counter
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -29,16 +30,20 @@ import service.crawl.run as run_module
 from crawlers import http
 from crawlers.base import ApiSource, Context, Request, Response
 from crawlers.http import json_body, require
-from crawlers.registry import all_sources
+from crawlers.pipeline import SourceMeta
+from crawlers.platforms.gpuhunt import CHANNEL, GpuhuntCatalog
+from crawlers.registry import all_sources, get_source
 from schema.crawl import CrawlRun
 from schema.prices import Offer, PriceObservation
 from service.catalog.ingest import ingest
 from service.core.config import Settings
 from service.core.db import make_engine
+from service.crawl.records import CrawlRecords
 from service.crawl.run import crawl_source
 from tests.support.factories import catalog_state
+from tests.support.peer_csv import parsed_as_before, peer_csv
 from tests.support.replay import ReplayServer, Reply
-from tests.support.source_contract import configure, is_spider, replay
+from tests.support.source_contract import configure, is_spider, replay, zipped
 
 OFFER = Offer.__table__  # type: ignore[attr-defined]
 OBS = PriceObservation.__table__  # type: ignore[attr-defined]
@@ -360,3 +365,93 @@ def test_a_crawl_holds_its_batch_not_its_records(
     assert whole > 3 * whole_small, (whole, whole_small)  # the measurement sees a crawl held
     assert streamed < 2.5 * streamed_small, (streamed, streamed_small)
     assert streamed * 3 < whole, (streamed, whole)
+
+
+# ------------------------------------------------------------------------- peer catalogs
+
+PEER_CRAWLS = ["gpuhunt:gcp", "gpuhunt:runpod", "skypilot:aws", "skypilot:vast"]
+VARYING = {"id", "observation_id", "first_seen_at", "last_changed_at", "raw_sha256"}
+BY_URL = {"source_url", "fingerprint"}
+"""What a saved file's URL changes (its ``file:`` URL is an attribute of the offer)."""
+
+
+def _peer_state(engine: Engine, name: str) -> tuple[list[dict[str, Any]], set[str | None]]:
+    """The source's offers (every column but ids and times) with their open observation's
+    amount, and the payloads those observations link to."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(OFFER, OBS.c.amount.label("observed"), OBS.c.raw_sha256)
+            .join(OBS, OBS.c.offer_id == OFFER.c.id)
+            .where(OFFER.c.source == name, OBS.c.valid_to.is_(None))
+        ).mappings()
+        state, links = [], set()
+        for row in rows:
+            state.append({k: v for k, v in row.items() if k not in VARYING})
+            links.add(row["raw_sha256"])
+    return sorted(state, key=lambda r: (r["sku"], r["region"], r["price_kind"], r["unit"])), links
+
+
+@pytest.mark.parametrize("name", PEER_CRAWLS)
+def test_a_peer_catalog_crawl_ingests_what_the_holding_collapse_gave(
+    name: str,
+    sqlite_reference_template: Path,
+    server: ReplayServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A generated catalog (zones and hosts of an offer, ties, repeats far apart, missing
+    and unreadable prices) served by the local HTTP server: parsed while fetching and kept,
+    parsed again when ingested, or read from a saved file, a crawl validates the records
+    the collapse that held them all gave, and stores the same offers and observations,
+    each linked to the catalog's payload."""
+    cls: Any = get_source(name)
+    table = peer_csv(cls, 3000, seed=17)
+    if issubclass(cls, GpuhuntCatalog):
+        target = f"/{CHANNEL}/{cls.peer}/20261204-1/catalog.zip"
+        served = zipped(f"{cls.peer}.csv", table)
+        server.route(
+            f"/{CHANNEL}/{cls.peer}/version", Reply(b"20261204-1\n", content_type="text/plain")
+        )
+        server.route(target, Reply(served, content_type="application/zip"))
+    else:
+        target, served = cls.catalog_path(), table
+        server.route(target, Reply(served, content_type="text/csv"))
+    saved = tmp_path / f"{cls.peer}.csv"
+    saved.write_bytes(table)
+    meta = SourceMeta(name=name, provider=cls.provider, currency=cls.currency)
+    response = Response(server.url + target, 200, table, {}, None, datetime.now(UTC))
+    before, _ = parsed_as_before(cls(), table, response)
+    expected = CrawlRecords(meta, lambda: [dict(r) for r in before])
+    wanted = [r.model_dump(mode="json", exclude={"observed_at"}) for r in expected]
+    rejected = [(r.position, r.reason) for r in expected.rejections]
+    assert wanted and rejected  # both kinds met
+
+    def crawl(keep: int | None) -> tuple[list[dict[str, Any]], set[str | None]]:
+        database = tmp_path / f"peer-{keep}.db"
+        shutil.copy(sqlite_reference_template, database)
+        url = f"sqlite:///{database}"
+        engine = make_engine(url)
+        settings = Settings(database_url=url, environment="test", _env_file=None)  # type: ignore[call-arg]
+        try:
+            if keep is None:
+                report = crawl_source(engine, settings, name, from_files=[saved])
+                url = saved.resolve().as_uri()
+            else:
+                monkeypatch.setattr(http, "KEEP_RECORDS", keep)
+                report = crawl_source(engine, configure(settings, server, name), name)
+                url = response.url
+            assert report.label == "ok", report
+            got = [r.model_dump(mode="json", exclude={"observed_at"}) for r in report.records]
+            assert got == [{**r, "source_url": url} for r in wanted]
+            assert [(r.position, r.reason) for r in report.rejections] == rejected
+            return _peer_state(engine, name)
+        finally:
+            engine.dispose()
+
+    kept, read_again, from_file = crawl(10**9), crawl(0), crawl(None)
+    assert kept[0] and kept[0] == read_again[0]
+    assert [{k: v for k, v in row.items() if k not in BY_URL} for row in kept[0]] == [
+        {k: v for k, v in row.items() if k not in BY_URL} for row in from_file[0]
+    ]
+    assert kept[1] == read_again[1] == {sha(served)}
+    assert from_file[1] == {sha(table)}

@@ -275,7 +275,7 @@ class Replay:
         return Reply(body, content_type=self.content_type[self.data], **kwargs)
 
 
-def _zipped(member: str, data: bytes) -> bytes:
+def zipped(member: str, data: bytes) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr(zipfile.ZipInfo(member, date_time=(2025, 11, 28, 1, 0, 0)), data)
@@ -317,7 +317,7 @@ def replay(name: str, edit: tuple[tuple[str, str], ...] = ()) -> Replay:
         version = (folder / "version").read_text().strip()
         add(f"/{CHANNEL}/{cls.peer}/version", f"{version}\n".encode(), "text/plain")
         data = f"/{CHANNEL}/{cls.peer}/{version}/catalog.zip"
-        add(data, _zipped(f"{cls.peer}.csv", body(files[0])), "application/zip")
+        add(data, zipped(f"{cls.peer}.csv", body(files[0])), "application/zip")
     else:
         for target, file in wire(name).routes:
             add(target, body(folder / file), _kind(folder / file))
@@ -330,7 +330,7 @@ def empty_answer(name: str) -> bytes:
     cls: Any = all_sources()[name]
     chosen = wire(name).empty
     if chosen is not None and issubclass(cls, GpuhuntCatalog):
-        return _zipped(f"{cls.peer}.csv", chosen)
+        return zipped(f"{cls.peer}.csv", chosen)
     return EMPTY_PAGE if chosen is None else chosen
 
 
