@@ -135,6 +135,12 @@ class ApiSource:
     def parse(self, response: Response, ctx: Context) -> Iterator[RawRecord | Request]:
         raise NotImplementedError
 
+    def leads_nowhere(self, response: Response) -> bool:
+        """Whether ``parse`` of ``response`` yields records only, never a request: a network
+        crawl then leaves it unparsed until its records are read (``crawlers.http.drive``),
+        instead of parsing it once more while fetching (a large peer catalog)."""
+        return False
+
     def headers(self, ctx: Context) -> dict[str, str]:
         """Extra request headers (e.g. the credential)."""
         return {}

@@ -84,6 +84,9 @@ class CrawlOutput:
     reread: Callable[[], Iterator[RawRecord]] | None = None
     """The crawl's raw records read again from its payloads (:func:`reparse`), when they
     were not kept in :attr:`records`."""
+    deferred: int = 0
+    """Payloads left unparsed while fetching (they lead to no request): the crawl's records
+    are read from its payloads, none kept."""
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -224,9 +227,11 @@ def drive(
     The records parsed are kept in ``output.records``, at most ``keep_records`` of them
     (None: all): past that many none is kept, only counted (``output.parsed``), and the
     crawl's payloads are parsed again when its records are read (:func:`reparse`), so a
-    large crawl is never held as records. A crawl that fails part-way deletes the
-    responses it spooled to disk (a multi-GB AWS offer file each) before the error goes
-    on: nothing would ever read them."""
+    large crawl is never held as records. A response whose parse asks for nothing more
+    (``source.leads_nowhere``, e.g. a peer catalog) is left for that reading, unless every
+    record is kept: then none is kept (``output.deferred``). A crawl that fails part-way
+    deletes the responses it spooled to disk (a multi-GB AWS offer file each) before the
+    error goes on: nothing would ever read them."""
     output = CrawlOutput()
     try:
         return _drive(source, ctx, first, fetch, max_pages, on_page, output, keep_records)
@@ -289,12 +294,18 @@ def _drive(
             )
         )
         payload_index = len(output.payloads) - 1
+        if keep_records is not None and source.leads_nowhere(response):
+            output.deferred += 1  # parsed when the records are read, not twice
+            output.records.clear()
+            if on_page:
+                on_page(output.pages, output.parsed)
+            continue
         for item in parse_guarded(source, response, ctx):
             if isinstance(item, Request):
                 queue.append(item)
                 continue
             output.parsed += 1
-            if keep_records is None or output.parsed <= keep_records:
+            if keep_records is None or (output.parsed <= keep_records and not output.deferred):
                 item[PAYLOAD_KEY] = payload_index
                 output.records.append(item)
             elif output.records:

@@ -191,6 +191,9 @@ class GpuhuntCatalog(ApiSource):
             table = read_member(payload_bytes(response), f"{self.peer}.csv")
         yield from csv_offers(self, table, response)
 
+    def leads_nowhere(self, response: Response) -> bool:
+        return response.meta.get("step") == "catalog"
+
     def offers(
         self,
         row: Mapping[str, str],

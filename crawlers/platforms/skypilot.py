@@ -534,6 +534,9 @@ class SkyPilotCatalog(ApiSource):
     def parse(self, response: Response, ctx: Context) -> Iterator[RawRecord | Request]:
         yield from csv_offers(self, response.open, response)
 
+    def leads_nowhere(self, response: Response) -> bool:
+        return True
+
     def offers(
         self,
         row: Mapping[str, str],

@@ -144,7 +144,7 @@ def fetch_source(
             keep_records=None if keep_all else http.KEEP_RECORDS,
         )
     output.notes.update(source_notes(source))  # what the source left out on purpose
-    if lazy and (from_files or len(output.records) < output.parsed):
+    if lazy and (from_files or output.deferred or len(output.records) < output.parsed):
         restart = not from_files
 
         def reread() -> Iterator[RawRecord]:

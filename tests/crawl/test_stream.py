@@ -25,6 +25,7 @@ import pytest
 from sqlalchemy import Engine, select
 
 import crawlers.pipeline as pipeline_module
+import crawlers.platforms.gpuhunt as gpuhunt_module
 import service.catalog.resolver as resolver_module
 import service.crawl.run as run_module
 from crawlers import http
@@ -455,3 +456,23 @@ def test_a_peer_catalog_crawl_ingests_what_the_holding_collapse_gave(
     ]
     assert kept[1] == read_again[1] == {sha(served)}
     assert from_file[1] == {sha(table)}
+
+
+def test_a_peer_catalog_is_parsed_when_its_records_are_read_not_while_fetched(
+    engine: Engine, settings: Settings, server: ReplayServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The catalog leads to no request: a network crawl leaves it for the ingest's reading
+    (one parse of its CSV, in two passes), instead of parsing it while fetching too."""
+    monkeypatch.setattr(http, "KEEP_RECORDS", 20_000)
+    readings: list[str] = []
+    parse = gpuhunt_module.csv_offers
+
+    def counted(source: Any, table: Any, response: Response) -> Iterator[dict[str, Any]]:
+        readings.append(response.url)
+        return parse(source, table, response)
+
+    monkeypatch.setattr(gpuhunt_module, "csv_offers", counted)
+    replay("gpuhunt:runpod").serve(server)
+    report = crawl_source(engine, configure(settings, server, "gpuhunt:runpod"), "gpuhunt:runpod")
+    assert report.label == "ok" and report.counts["added"], report
+    assert len(readings) == 1, readings
