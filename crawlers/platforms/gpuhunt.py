@@ -53,6 +53,7 @@ from crawlers.platforms.skypilot import (
     Identity,
     amount_text,
     csv_offers,
+    iso_time,
     number_text,
     parse_decimal,
     payload_bytes,
@@ -225,7 +226,7 @@ class GpuhuntCatalog(ApiSource):
             "amount": amount,
             "currency": self.currency,
             "source_url": response.url,
-            "observed_at": response.fetched_at.isoformat(),
+            "observed_at": iso_time(response.fetched_at),
         }
         rule = COUNTRY_RULES.get(self.country_rule) if self.country_rule else None
         if rule and (country := rule(row["location"], "")):
