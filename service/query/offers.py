@@ -316,6 +316,20 @@ def _pinned_page(
         after=after,
         ids_only=True,
     )
+    return _pinned_ids(conn, ordered, filters, version, limit, offset)
+
+
+def _pinned_ids(
+    conn: Connection,
+    ordered: Select[Any],
+    filters: OfferFilters,
+    version: int,
+    limit: int,
+    offset: int = 0,
+) -> list[int]:
+    """The ids of ``ordered`` (a pinned read of every source) from ``offset`` on, at most
+    ``limit``: as they come with ``include_peers``, else with the peer precedence applied
+    to the rows read (:func:`_outranked_later`)."""
     if filters.include_peers:
         return [row.id for row in conn.execute(ordered.limit(limit).offset(offset))]
     return [row["id"] for row in _outranked_later(conn, ordered, version, limit, offset)]
@@ -397,10 +411,7 @@ def _pinned_walk(
         else:  # one end of the range: SQLite took the looser of two, and read past it
             end = cap if bound is None else bound
             bounded = walk if end is None else walk.where(order <= end)
-        if filters.include_peers:
-            ids = [row.id for row in conn.execute(bounded.limit(limit))]
-        else:
-            ids = [row["id"] for row in _outranked_later(conn, bounded, version, limit, 0)]
+        ids = _pinned_ids(conn, bounded, filters, version, limit)
         if len(ids) >= limit:
             return ids
         if bound is None or len(ids) * WIDER < limit:  # too selective for a deeper walk
@@ -456,11 +467,7 @@ def _pinned_by_provider(
             ids_only=True,
         )
         needed = limit - len(ids)
-        if filters.include_peers:
-            found = [row.id for row in conn.execute(one.limit(needed))]
-        else:
-            found = [row["id"] for row in _outranked_later(conn, one, version, needed, 0)]
-        ids += found
+        ids += _pinned_ids(conn, one, filters, version, needed)
         if len(ids) >= limit:
             return ids
         short += 1

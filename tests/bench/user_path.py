@@ -50,6 +50,7 @@ from service.catalog.snapshot import ingest_jsonl
 from service.core.db import normalize_url
 from service.crawl.run import crawl_source
 from tests.bench.ingest import iter_synthetic, prepared
+from tests.support.peer_csv import GPUHUNT_HEADER
 from tests.support.pg import pg_database
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -155,24 +156,7 @@ def write_gcp_csv(path: Path, n: int) -> None:
     in region ``(i // 2) % 25``, on demand or spot by ``i % 2``."""
     with path.open("w", newline="") as handle:
         out = csv.writer(handle)
-        out.writerow(
-            [
-                "instance_name",
-                "location",
-                "price",
-                "cpu",
-                "memory",
-                "gpu_count",
-                "gpu_name",
-                "gpu_memory",
-                "spot",
-                "disk_size",
-                "gpu_vendor",
-                "flags",
-                "cpu_arch",
-                "provider_data",
-            ]
-        )
+        out.writerow(GPUHUNT_HEADER)
         for i in range(n):
             sku = i // 50
             gpu, memory = GCP_GPUS[sku % len(GCP_GPUS)]
