@@ -10,14 +10,13 @@ import pytest
 from sqlalchemy import Engine, select
 
 import service.catalog.snapshot as snapshot
-from schema.crawl import CrawlRun, UnmappedName
+from schema.crawl import CrawlRun
 from service.catalog.snapshot import ingest_jsonl
 from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
-from tests.support.factories import catalog_state, record
+from tests.support.factories import catalog_state, record, unmapped_occurrences
 
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]
-UNMAPPED = UnmappedName.__table__  # type: ignore[attr-defined]
 
 
 def _write(path: Path, amount_of_first: str = "20.00") -> Path:
@@ -98,16 +97,18 @@ def test_the_ingest_after_one_that_registered_a_provider_is_confirmed(
     path.write_bytes(b"\n".join(lines) + b"\n")
     first = ingest_jsonl(engine, settings, path, "mytool")
     assert first.status.value == "ok" and first.rejected == 1 and first.unmapped == 4
-    assert _occurrences(engine)[("provider", "acme")] == 1  # not known yet: reported
+    assert (
+        unmapped_occurrences(engine, "mytool")[("provider", "acme")] == 1
+    )  # not known yet: reported
     # what a repeat would find, stored for the shortcut: acme known
     assert ["provider", "acme", 1] not in _names(engine, first.crawl_run_id)
     state = catalog_state(engine)
-    before = _occurrences(engine)
+    before = unmapped_occurrences(engine, "mytool")
 
     second = ingest_jsonl(engine, settings, path, "mytool")
     assert _log(engine, second.crawl_run_id).startswith("unchanged:")
     assert catalog_state(engine) == state
-    confirmed = _occurrences(engine)
+    confirmed = unmapped_occurrences(engine, "mytool")
 
     # the full path for the same bytes (the same file at another path is another payload)
     other = tmp_path / "copy.jsonl"
@@ -122,20 +123,10 @@ def test_the_ingest_after_one_that_registered_a_provider_is_confirmed(
         (r.position, r.reason) for r in full.rejections
     ]
     # each run counted the same names again, by the same numbers; the provider by neither
-    again = _occurrences(engine)
+    again = unmapped_occurrences(engine, "mytool")
     for name in again:
         assert confirmed[name] - before[name] == again[name] - confirmed[name], name
     assert again[("provider", "acme")] == 1
 
     third = ingest_jsonl(engine, settings, other, "mytool")
     assert _log(engine, third.crawl_run_id).startswith("unchanged:")
-
-
-def _occurrences(engine: Engine) -> dict[tuple[str, str], int]:
-    with engine.connect() as conn:
-        rows = conn.execute(
-            select(UNMAPPED.c.kind, UNMAPPED.c.value, UNMAPPED.c.occurrences).where(
-                UNMAPPED.c.source == "mytool"
-            )
-        ).all()
-    return {(kind, value): occurrences for kind, value, occurrences in rows}

@@ -20,13 +20,14 @@ from sqlalchemy import Engine, func, select
 
 import service.crawl.run as run_module
 from crawlers.providers.lambda_api import LambdaCloud
-from schema.crawl import CrawlRun, CrawlRunPayload, RawPayload, RejectedRecord, UnmappedName
+from schema.crawl import CrawlRun, CrawlRunPayload, RawPayload, RejectedRecord
 from schema.prices import CatalogVersion, Offer, OfferLocation, PriceObservation
 from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
 from service.crawl.run import CrawlReport, crawl_source
 from service.query.runs import last_good_crawls
 from tests.conftest import FIXTURES
+from tests.support.factories import unmapped_occurrences
 from tests.support.replay import ReplayServer, Reply
 from tests.support.source_contract import configure
 
@@ -36,7 +37,6 @@ RUN = CrawlRun.__table__  # type: ignore[attr-defined]
 RUN_PAYLOAD = CrawlRunPayload.__table__  # type: ignore[attr-defined]
 RAW = RawPayload.__table__  # type: ignore[attr-defined]
 REJECTED = RejectedRecord.__table__  # type: ignore[attr-defined]
-UNMAPPED = UnmappedName.__table__  # type: ignore[attr-defined]
 OFFER = Offer.__table__  # type: ignore[attr-defined]
 OBSERVATION = PriceObservation.__table__  # type: ignore[attr-defined]
 VERSION = CatalogVersion.__table__  # type: ignore[attr-defined]
@@ -288,18 +288,18 @@ def test_partly_rejected_crawl_is_confirmed_as_the_full_path_records_it(
     first = _crawl(engine, settings, server, body)
     assert first.label == "ok" and first.counts["rejected"] >= 1 and first.counts["unmapped"] >= 1
     catalog = _catalog(engine)
-    unmapped_1 = _unmapped(engine)
+    unmapped_1 = unmapped_occurrences(engine, "lambda")
 
     short = _crawl(engine, settings, server, body)
     assert _shortcut(engine, short) and len(parses) == 1
-    unmapped_2 = _unmapped(engine)
+    unmapped_2 = unmapped_occurrences(engine, "lambda")
     assert _catalog(engine) == catalog
 
     monkeypatch.setattr(LambdaCloud, "parser_version", "9999-test")  # forces the full path
     full = _crawl(engine, settings, server, body)
     assert not _shortcut(engine, full) and len(parses) == 2
     assert _catalog(engine) == catalog
-    unmapped_3 = _unmapped(engine)
+    unmapped_3 = unmapped_occurrences(engine, "lambda")
 
     assert short.counts == full.counts  # seen, rejected, unmapped; nothing added or changed
     assert _rejections(engine, short.crawl_run_id) == _rejections(engine, full.crawl_run_id)
@@ -312,16 +312,6 @@ def test_partly_rejected_crawl_is_confirmed_as_the_full_path_records_it(
         _run(engine, short.crawl_run_id).unmapped_counts
         == _run(engine, full.crawl_run_id).unmapped_counts
     )
-
-
-def _unmapped(engine: Engine) -> dict[tuple[str, str], int]:
-    with engine.connect() as conn:
-        rows = conn.execute(
-            select(UNMAPPED.c.kind, UNMAPPED.c.value, UNMAPPED.c.occurrences).where(
-                UNMAPPED.c.source == "lambda"
-            )
-        ).all()
-    return {(kind, value): occurrences for kind, value, occurrences in rows}
 
 
 def _rejections(engine: Engine, run_id: int | None) -> list[tuple[Any, ...]]:

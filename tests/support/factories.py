@@ -8,12 +8,14 @@ from typing import Any
 from sqlalchemy import Engine, func, select
 
 from crawlers.normalize.reference import reference_index
+from schema.crawl import UnmappedName
 from schema.prices import CatalogVersion, Offer, PriceObservation
 from schema.records import OfferRecord
 
 OFFER = Offer.__table__  # type: ignore[attr-defined]
 OBS = PriceObservation.__table__  # type: ignore[attr-defined]
 VERSION = CatalogVersion.__table__  # type: ignore[attr-defined]
+UNMAPPED = UnmappedName.__table__  # type: ignore[attr-defined]
 
 
 def record(i: int = 0, **overrides: Any) -> dict[str, Any]:
@@ -104,3 +106,14 @@ def gpu_of(record: OfferRecord) -> str | None:
     if record.gpu_model:
         return record.gpu_model
     return reference_index().gpu(record.gpu_name_raw, record.gpu_memory_gb)
+
+
+def unmapped_occurrences(engine: Engine, source: str) -> dict[tuple[str, str], int]:
+    """(kind, name) -> occurrences of the source's unmapped names (``unmapped_name``)."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(UNMAPPED.c.kind, UNMAPPED.c.value, UNMAPPED.c.occurrences).where(
+                UNMAPPED.c.source == source
+            )
+        ).all()
+    return {(kind, value): occurrences for kind, value, occurrences in rows}
