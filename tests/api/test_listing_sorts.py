@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
 
@@ -153,21 +154,30 @@ def test_sorts_read_along_indexes_on_sqlite(client: TestClient, subtests: pytest
             _reads_along_indexes(engine, sort)
 
 
-def _reads_along_indexes(engine: Engine, sort: str) -> None:
+@contextmanager
+def recorded(engine: Engine, pattern: str = "") -> Iterator[list[tuple[str, Any]]]:
+    """The statements (and parameters) run on ``engine`` in the body, those matching the
+    regular expression ``pattern`` (searched; empty: all)."""
     seen: list[tuple[str, Any]] = []
+    wanted = re.compile(pattern)
 
-    def record_statement(_c: Any, _cur: Any, statement: str, parameters: Any, *_: Any) -> None:
-        seen.append((statement, parameters))
+    def keep(_c: Any, _cur: Any, statement: str, parameters: Any, *_: Any) -> None:
+        if wanted.search(statement):
+            seen.append((statement, parameters))
 
-    event.listen(engine, "before_cursor_execute", record_statement)
+    event.listen(engine, "before_cursor_execute", keep)
     try:
-        with engine.connect() as conn:
-            filters = OfferFilters(gpu="h100") if "pflop" in sort else OfferFilters()
-            rows = list_offers(
-                conn, filters, 5, sort=sort.removeprefix("-"), descending=sort.startswith("-")
-            )
+        yield seen
     finally:
-        event.remove(engine, "before_cursor_execute", record_statement)
+        event.remove(engine, "before_cursor_execute", keep)
+
+
+def _reads_along_indexes(engine: Engine, sort: str) -> None:
+    with recorded(engine) as seen, engine.connect() as conn:
+        filters = OfferFilters(gpu="h100") if "pflop" in sort else OfferFilters()
+        rows = list_offers(
+            conn, filters, 5, sort=sort.removeprefix("-"), descending=sort.startswith("-")
+        )
     assert len(rows) == 5
     with engine.connect() as conn:
         raw: Any = conn.connection.dbapi_connection
@@ -207,16 +217,10 @@ def test_a_pflop_page_for_an_export_destination_walks_the_models_it_leaves(
     monkeypatch.setattr(offers_module, "PREFIX", prefix)
     engine: Engine = client.engine  # type: ignore[attr-defined]
     filters = OfferFilters(export_destination=destination, price_kind="on_demand")
-    seen: list[tuple[str, Any]] = []
-
-    def record_statement(_c: Any, _cur: Any, statement: str, parameters: Any, *_: Any) -> None:
-        seen.append((statement, parameters))
-
     with engine.connect() as conn:
         compliance = resolve_compliance(conn, filters)
         expected = _full_sort(conn, filters, sort, 1000, None)
-        event.listen(engine, "before_cursor_execute", record_statement)
-        try:
+        with recorded(engine) as seen:
             rows = list_offers(
                 conn,
                 filters,
@@ -225,8 +229,6 @@ def test_a_pflop_page_for_an_export_destination_walks_the_models_it_leaves(
                 sort=sort.removeprefix("-"),
                 descending=sort.startswith("-"),
             )
-        finally:
-            event.remove(engine, "before_cursor_execute", record_statement)
         assert [r["id"] for r in rows] == expected[:30]
         models = {r["gpu_slug"] for r in rows if r["sort_value"] is not None}
         raw: Any = conn.connection.dbapi_connection
@@ -250,6 +252,10 @@ def test_a_pflop_page_for_an_export_destination_walks_the_models_it_leaves(
         assert "ix_offer_status_pflop_hour" in indexes, indexes
 
 
+FILTERS_FIRST = r"^SELECT offer\.id, [^,]+ AS sort_value\s+FROM offer\b"
+"""The read of the filters first (ids and keys only), when a walk gives up."""
+
+
 @pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
 def test_the_filters_first_read_never_walks_a_sort_index_on_postgresql(
     client: TestClient, monkeypatch: pytest.MonkeyPatch, subtests: pytest.Subtests
@@ -260,27 +266,19 @@ def test_the_filters_first_read_never_walks_a_sort_index_on_postgresql(
     it chose to under a LIMIT at 200,000 offers: 392 ms for a hundred matches)."""
     monkeypatch.setattr(offers_module, "PREFIX", 1)
     engine: Engine = client.engine  # type: ignore[attr-defined]
-    first_reads: list[tuple[str, Any]] = []
-
-    def keep(_c: Any, _cur: Any, statement: str, parameters: Any, *_: Any) -> None:
-        if re.match(r"SELECT offer\.id, [^,]+ AS sort_value\s+FROM offer\b", statement):
-            first_reads.append((statement, parameters))
-
     chosen = [
         OfferFilters(provider=[provider], price_kind="spot", country="FR")
         for provider in ("aws", "lambda")
     ]
     for sort in SORTS:
         with subtests.test(sort=sort), engine.connect() as conn:
-            first_reads.clear()
+            first_reads: list[tuple[str, Any]] = []
             key, descending = sort.removeprefix("-"), sort.startswith("-")
             for filters in chosen:  # one of them, at least, leaves a walk short
                 expected = _full_sort(conn, filters, sort, 1000, None)
-                event.listen(engine, "before_cursor_execute", keep)
-                try:
+                with recorded(engine, FILTERS_FIRST) as reads:
                     rows = list_offers(conn, filters, 3, sort=key, descending=descending)
-                finally:
-                    event.remove(engine, "before_cursor_execute", keep)
+                first_reads += reads
                 assert [r["id"] for r in rows] == expected[:3]
             assert first_reads, "no walk gave up"
             conn.exec_driver_sql("SET enable_sort = off")
@@ -302,21 +300,12 @@ def test_the_offers_without_a_key_are_read_along_the_sorts_index_on_postgresql(
     does not infer the order from ``key IS NULL``: it read every keyless match, probed and
     sorted them, 95-111 ms for a page of 100 at 200,000 offers)."""
     engine: Engine = client.engine  # type: ignore[attr-defined]
-    unkeyed: list[tuple[str, Any]] = []
-
-    def keep(_c: Any, _cur: Any, statement: str, parameters: Any, *_: Any) -> None:
-        if re.search(r"_e10 IS NULL", statement):
-            unkeyed.append((statement, parameters))
-
     key, descending = sort.removeprefix("-"), sort.startswith("-")
     filters = OfferFilters(provider=["aws", "lambda"])
     with engine.connect() as conn:
         expected = _full_sort(conn, filters, sort, 1000, None)
-        event.listen(engine, "before_cursor_execute", keep)
-        try:
+        with recorded(engine, r"_e10 IS NULL") as unkeyed:
             rows = list_offers(conn, filters, 1000, sort=key, descending=descending)
-        finally:
-            event.remove(engine, "before_cursor_execute", keep)
         assert [r["id"] for r in rows] == expected and unkeyed
         assert any(r["sort_value"] is None for r in rows)  # XTS offers, no USD: no key
         for setting in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
