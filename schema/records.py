@@ -26,12 +26,15 @@ from pydantic import (
 from schema.codes import country_codes, currency_codes
 from schema.enums import Interconnect, Network, PriceKind, PricePer, Unit
 from schema.memo import per_text
+from schema.types import NUMERIC_SCALE
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 SOURCE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,40}(:[a-z0-9][a-z0-9._-]{0,40})?$")
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 MAX_AMOUNT = Decimal("100000000")
-MAX_DECIMAL_PLACES = 10
+MAX_DECIMAL_PLACES = NUMERIC_SCALE
+"""A number's decimal places: what the database keeps (an amount read back is the amount
+written, which an unchanged re-crawl relies on)."""
 _PLAIN_DECIMAL = re.compile(r"[+-]?[0-9]*\.?[0-9]*")
 """A decimal in plain notation (no exponent, no underscores): its places are the digits
 after its point."""

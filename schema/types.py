@@ -31,6 +31,12 @@ def decimal_to_text(value: Decimal) -> str:
     return "0" if text in ("-0", "") else text
 
 
+NUMERIC_SCALE = 10
+"""The decimal places PostgreSQL keeps of a :class:`DecimalType` value (SQLite keeps all):
+a record's numbers have no more (``schema.records.MAX_DECIMAL_PLACES``), so what is
+stored reads back equal on both databases."""
+
+
 class DecimalType(TypeDecorator[Decimal]):
     """An exact decimal: NUMERIC(28, 10) on PostgreSQL, canonical text on SQLite."""
 
@@ -39,7 +45,7 @@ class DecimalType(TypeDecorator[Decimal]):
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
         if dialect.name == "postgresql":
-            return dialect.type_descriptor(Numeric(28, 10, asdecimal=True))
+            return dialect.type_descriptor(Numeric(28, NUMERIC_SCALE, asdecimal=True))
         return dialect.type_descriptor(String(40))
 
     def process_bind_param(self, value: Any, dialect: Dialect) -> Any:

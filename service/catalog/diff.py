@@ -72,6 +72,9 @@ class Diff:
     lines: list[tuple[int, bytes | None]] = field(default_factory=list)
     """(offer id, line digest or None): the line digests to store (see
     service.catalog.lines), written even when the diff is otherwise empty."""
+    new_lines: dict[Key, bytes] = field(default_factory=dict)
+    """The line digests of added offers, by key: stored once their ids are known
+    (:meth:`added_lines`)."""
 
     @property
     def empty(self) -> bool:
@@ -82,6 +85,18 @@ class Diff:
         """:attr:`new` in identity key order, the order of their offer ids (keys are
         unique, so the order is total)."""
         return sorted(self.new, key=key_of)
+
+    def added_lines(self, first_id: int) -> list[tuple[int, bytes]]:
+        """(offer id, line digest) of the added offers in :attr:`new_lines`, the first of
+        :attr:`in_key_order` having been written with id ``first_id``."""
+        lines = self.new_lines
+        if not lines:
+            return []
+        return [
+            (offer_id, lines[key])
+            for offer_id, (key, *_) in enumerate(self.in_key_order, first_id)
+            if key in lines
+        ]
 
     @cached_property
     def added(self) -> list[tuple[OfferRecord, tuple[Any, ...], str]]:
@@ -106,15 +121,18 @@ def diff_offers(
     amount, currency, attributes fingerprint, active) is compared with the stored one, and
     nothing else is built for it. The others (changed, reopened, updated in place) have
     their stored state read back from the database by offer id, once for the batch.
-    ``lines``: each record's line digest (None: no line), stored for
-    an unchanged offer with no unmapped name outside the regions ``placed`` (see
-    service.catalog.lines); an offer whose state changes loses its stored one."""
+    ``lines``: each record's line digest (None: no line). It is stored for the offer when
+    the record has no unmapped name and lies outside the regions ``placed`` (see
+    service.catalog.lines): the offer then holds what the line gives, whether it was
+    unchanged, or added, changed, reopened or updated by the record. Otherwise an offer
+    whose state changes loses its stored digest."""
     diff = Diff()
     added, new_provider, lined = diff.new, diff.providers.add, diff.lines.append
+    new_lines = diff.new_lines
     attributes_of, digests, digest_of = resolver.attributes, resolver.digests, resolver.digest
     line_row, stored_same = current.line_row, current.same
     ids, amount_text = current.ids, decimal_to_text
-    others: list[tuple[int, OfferRecord, tuple[Any, ...], str]] = []
+    others: list[tuple[int, OfferRecord, tuple[Any, ...], str, bytes | None]] = []
     for record, key, row, line in zip(
         records, keys, rows, lines or repeat(None, len(keys)), strict=True
     ):
@@ -122,31 +140,32 @@ def diff_offers(
         missed = resolver.missed
         attributes = attributes_of(fields)
         digest = digests.get(attributes) or digest_of(attributes)  # memoized fingerprint
+        if line is not None and (resolver.missed != missed or fields["region"] in placed):
+            line = None  # what the line gives is not all the offer holds
         if row < 0:
             added.append((key, record, attributes, digest))
             new_provider(fields["provider"])
+            if line is not None:
+                new_lines[key] = line
             continue
         at = row * DIGEST_BYTES
         if stored_same[at : at + DIGEST_BYTES] == same_digest(
             f"{amount_text(fields['amount'])}{STATE_SEP}{fields['currency']}{STATE_SEP}"
             f"{digest}{STATE_SEP}{ACTIVE}"
         ):  # unchanged (see CurrentState.unchanged): the common case of a re-crawl
-            if (
-                line is not None
-                and line_row(line) != row  # not the line its state was last seen with
-                and resolver.missed == missed
-                and fields["region"] not in placed
-            ):
+            if line is not None and line_row(line) != row:  # not the line last seen with it
                 lined((ids[row], line))
             continue
-        others.append((row, record, attributes, digest))
+        others.append((row, record, attributes, digest, line))
     if not others:
         return diff
     stored = current.read([ids[row] for row, *_ in others])
-    for row, record, attributes, digest in others:
+    for row, record, attributes, digest, line in others:
         fields = record.__dict__
         old = stored[ids[row]]
-        if old.line is not None:  # the line that gave the old state gives it no more
+        if line is not None:
+            lined((old.id, line))  # the state written is what the line gives
+        elif old.line is not None:  # the line that gave the old state gives it no more
             lined((old.id, None))
         if old.status != ACTIVE:
             diff.reopened.append((old, record, attributes, digest))

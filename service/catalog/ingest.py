@@ -228,6 +228,8 @@ def _apply(context: _Context, batches: Batches) -> _Applied | None:
         by_record = dict(zip(map(id, records), payloads, strict=True)) if payloads else None
         _write(context, applied, diff, by_record)
         store_lines(conn, diff.lines)
+        if diff.new_lines and applied.writer is not None:
+            store_lines(conn, diff.added_lines(applied.writer.batch_first_offer), added=True)
         applied.added += len(diff.new) + len(diff.reopened)
         applied.changed += len(diff.changed)
         applied.updated += len(diff.touched)

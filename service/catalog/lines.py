@@ -32,7 +32,7 @@ about 2^64 hash evaluations.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from hashlib import blake2b
 from typing import Any, Protocol, runtime_checkable
 
@@ -160,9 +160,16 @@ def clear_lines(conn: Connection, source: str) -> None:
     )
 
 
-def store_lines(conn: Connection, rows: list[tuple[int, bytes | None]]) -> None:
-    """Set each (offer id, digest) given, remove those given as (offer id, None)."""
+def store_lines(
+    conn: Connection, rows: Sequence[tuple[int, bytes | None]], *, added: bool = False
+) -> None:
+    """Set each (offer id, digest) given, remove those given as (offer id, None).
+    ``added``: the offers were added by this ingest, so none has a digest yet: the rows
+    are inserted as they are (copied, on PostgreSQL)."""
     if not rows:
+        return
+    if added:
+        _insert_added(conn, rows)
         return
     if conn.dialect.name != "postgresql":
         gone = [(offer_id,) for offer_id, digest in rows if digest is None]
@@ -193,3 +200,19 @@ def store_lines(conn: Connection, rows: list[tuple[int, bytes | None]]) -> None:
             "ON CONFLICT (offer_id) DO UPDATE SET digest = excluded.digest"
         )
         cursor.execute("DROP TABLE staged_line")
+
+
+def _insert_added(conn: Connection, rows: Sequence[tuple[int, bytes | None]]) -> None:
+    if conn.dialect.name != "postgresql":
+        conn.exec_driver_sql(
+            "INSERT INTO offer_line (offer_id, digest) VALUES (?, ?)",
+            rows,  # type: ignore[arg-type]
+        )
+        return
+    driver: Any = conn.connection.driver_connection
+    with (
+        driver.cursor() as cursor,
+        cursor.copy("COPY offer_line (offer_id, digest) FROM STDIN") as copy,
+    ):
+        for row in rows:
+            copy.write_row(row)

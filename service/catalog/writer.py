@@ -125,6 +125,9 @@ class Writer:
         self._bound: dict[str, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
         self.first_new_offer = 0
         """The id of this ingest's first new offer (set by :meth:`write`; 0: none)."""
+        self.batch_first_offer = 0
+        """The id given to the first new offer of the batch last written (the others follow
+        in identity key order: :attr:`Diff.in_key_order`)."""
         self._next_offer: int | None = None
         self._held = (0, 0)
         """Rows of the offer and observation tables before this ingest (by their ids)."""
@@ -273,7 +276,7 @@ class Writer:
         if self._next_offer is None:
             self._next_offer = (conn.execute(select(func.max(OFFER.c.id))).scalar() or 0) + 1
             self._held = (self._next_offer - 1, self._next_obs - 1)
-        next_offer = self._next_offer
+        next_offer = self.batch_first_offer = self._next_offer
         if diff.new and not self.first_new_offer:
             self.first_new_offer = next_offer
         self._scale(len(diff.new), len(diff.new) + len(diff.changed) + len(diff.reopened))
