@@ -79,9 +79,7 @@ Decimal there); valid_from, version_from and crawl_run_id are constants of the i
 
 
 TOUCHED_COLUMNS = ("id", *ATTRIBUTES, "fingerprint")
-REPRICED_COLUMNS = (
-    *TOUCHED_COLUMNS,
-    "status",
+PRICE_COLUMNS = (
     "amount",
     "currency",
     "observation_id",
@@ -91,6 +89,8 @@ REPRICED_COLUMNS = (
     "pflop_hour_usd_e10",
     "last_changed_at",
     "last_changed_version",
-    "withdrawn_at",
-    "withdrawn_version",
 )
+REPRICED_ONLY_COLUMNS = ("id", *PRICE_COLUMNS)
+"""What a new price of an active offer with the same attributes sets: on SQLite, the
+indexes of no other column (country, GPU count, provider, identity) are touched."""
+REPRICED_COLUMNS = (*TOUCHED_COLUMNS, "status", *PRICE_COLUMNS, "withdrawn_at", "withdrawn_version")

@@ -41,6 +41,7 @@ from service.catalog.columns import (
     OBS_COLUMNS,
     OFFER_COLUMNS,
     REPRICED_COLUMNS,
+    REPRICED_ONLY_COLUMNS,
     TOUCHED_COLUMNS,
     Key,
 )
@@ -564,32 +565,30 @@ class Writer:
         return rows + self.observations
 
     def _update_offers(self, repriced: list[tuple[Any, ...]], diff: Diff) -> None:
+        """Set the new prices (only the price columns of an active offer whose attributes
+        are the same: the common change), the attributes updated in place, and withdraw."""
         conn, now, version, stamp = self.conn, self.now, self.version, self.stamp
-        bulk_update(
-            conn,
-            OFFER,
-            REPRICED_COLUMNS,
-            [
-                (
-                    old.id,
-                    *attributes,
-                    digest,
-                    ACTIVE,
-                    offered[0],
-                    offered[1],
-                    obs_id,
-                    offered[2],
-                    offered[3],
-                    offered[4],
-                    self.pflop_key(offered[3], attributes[GPU_SLUG]),
-                    stamp,
-                    version,
-                    None,
-                    None,
-                )
-                for old, _, attributes, digest, obs_id, offered in repriced
-            ],
-        )
+        pflop_key = self.pflop_key
+        priced = []
+        whole = []
+        for old, _, attributes, digest, obs_id, offered in repriced:
+            prices = (
+                offered[0],
+                offered[1],
+                obs_id,
+                offered[2],
+                offered[3],
+                offered[4],
+                pflop_key(offered[3], attributes[GPU_SLUG]),
+                stamp,
+                version,
+            )
+            if old.status == ACTIVE and old.fingerprint == digest:
+                priced.append((old.id, *prices))
+            else:
+                whole.append((old.id, *attributes, digest, ACTIVE, *prices, None, None))
+        bulk_update(conn, OFFER, REPRICED_ONLY_COLUMNS, priced)
+        bulk_update(conn, OFFER, REPRICED_COLUMNS, whole)
         bulk_update(
             conn,
             OFFER,
