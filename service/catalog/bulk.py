@@ -171,13 +171,16 @@ def staged(
 
 REBUILD_MIN_ROWS = 20_000
 """Below this many new rows, updating a table's indexes row by row is cheap enough."""
+REBUILD_SHARE = 4
+"""A load that adds a ``1/REBUILD_SHARE`` share of a table's rows rebuilds its indexes."""
 
 
 def indexes_worth_rebuilding(adding: int, holding: int) -> bool:
     """Whether inserting ``adding`` rows into a table of about ``holding`` rows is faster
     with its secondary indexes built afresh afterwards (one sort each) than updated row
-    by row: when the insert at least doubles a table of some size, e.g. a first ingest."""
-    return adding >= max(REBUILD_MIN_ROWS, holding)
+    by row: when the insert adds a quarter of a table of some size, e.g. a first ingest
+    or a new source's first crawl."""
+    return adding >= max(REBUILD_MIN_ROWS, holding // REBUILD_SHARE)
 
 
 @contextmanager
