@@ -54,7 +54,7 @@ GLOBAL_REGIONS = frozenset({"global"})
 """Region code of a price that is the same everywhere the provider operates."""
 
 
-MEMO_ENTRIES = 50_000
+MEMO_ENTRIES = 20_000
 """Entries a per-ingest memo keeps across batches (see :func:`trim_memos`)."""
 
 
