@@ -42,11 +42,13 @@ class BrokenReference(Exception):
 
 @dataclass(frozen=True)
 class Load:
-    """The rows of ``table`` a bulk load inserts: those whose ``id`` is ``first_id`` or
-    more (ids only grow)."""
+    """The rows of ``table`` a bulk load inserts: those whose ``key`` is ``first_id`` or
+    more (ids only grow; a table keyed by another table's id, such as ``offer_line`` by
+    its offer's, names that column)."""
 
     table: Table
     first_id: int
+    key: str = "id"
 
 
 def row_checks_needed(conn: Connection, tables: Sequence[Table]) -> str | None:
@@ -129,7 +131,7 @@ def _check_load(conn: Connection, load: Load, firsts: dict[str, int]) -> None:
         # MATCH SIMPLE, PostgreSQL's default: a row with any of the columns null is not
         # checked
         loaded = " AND ".join(
-            ["c.id >= %(first)s", *(f"c.{column} IS NOT NULL" for column in columns)]
+            [f"c.{load.key} >= %(first)s", *(f"c.{column} IS NOT NULL" for column in columns)]
         )
         listed = ", ".join(f"c.{column}" for column in columns)
         to_lock, params = loaded, {"first": load.first_id}

@@ -18,6 +18,7 @@ from schema.enums import OfferStatus, PricePer, UnmappedKind
 from schema.prices import (
     CatalogVersion,
     Offer,
+    OfferLine,
     PriceObservation,
     pflop_hour_key,
     pflop_hour_key_sql,
@@ -55,6 +56,7 @@ from service.core.units import gpu_hourly, instance_hourly, q
 
 OFFER = Offer.__table__  # type: ignore[attr-defined]
 OBS = PriceObservation.__table__  # type: ignore[attr-defined]
+LINE = OfferLine.__table__  # type: ignore[attr-defined]
 VERSION = CatalogVersion.__table__  # type: ignore[attr-defined]
 PROVIDER = Provider.__table__  # type: ignore[attr-defined]
 GPU = GpuModel.__table__  # type: ignore[attr-defined]
@@ -305,7 +307,11 @@ class Writer:
             stack.enter_context(indexes_deferred(conn, deferring))
         if not self._checked_per_load and self._adding[0] >= PER_LOAD_CHECKS_MIN_ROWS:
             self._checked_per_load = True
-            loads = [Load(OFFER, self._next_offer or 1), Load(OBS, self._next_obs)]
+            first_offer = self._next_offer or 1
+            # the line digests of the new offers too (service.catalog.lines): they are
+            # written in the load, keyed by their offer's id
+            loads = [Load(OFFER, first_offer), Load(OBS, self._next_obs)]
+            loads.append(Load(LINE, first_offer, key="offer_id"))
             stack.enter_context(foreign_keys_checked_per_load(conn, loads))
 
     def finish_load(self) -> None:

@@ -11,8 +11,10 @@ import signal
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from psycopg.errors import ForeignKeyViolation
 from sqlalchemy import Connection, Engine, Table, event
@@ -24,14 +26,16 @@ import service.catalog.diff_listener
 import service.catalog.ingest
 import service.catalog.refcheck
 import service.catalog.writer
+from service.catalog.diff import Diff
 from service.catalog.ingest import ingest
 from service.catalog.refcheck import BrokenReference, Load, foreign_keys_checked_per_load
 from service.catalog.results import CrawlResult
+from service.catalog.snapshot import ingest_jsonl
 from service.core.config import Settings
 from service.core.db import make_engine
 from service.core.migrate import upgrade
 from tests.catalog.test_ingest_kill import SIZE as KILL_SIZE
-from tests.conftest import scratch_pg_database, truncate_all
+from tests.conftest import scratch_pg_database, truncate_all, with_reference
 from tests.support.factories import (
     OBS,
     OFFER,
@@ -160,6 +164,41 @@ def test_a_broken_reference_is_refused_and_nothing_is_committed(
     monkeypatch.undo()
     assert ingest(pg_engine, settings, CrawlResult("ghost", ghost)).status.value == "ok"
     check_invariants(pg_engine)
+
+
+@pytest.mark.postgres
+def test_line_digests_written_in_the_load_are_checked_with_it(
+    pg_url: str, checks: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The line digests of the offers a load adds (service.catalog.lines) are written
+    inside it: one that names no offer (the ids knocked off by a million) is refused
+    either way, and nothing is committed. (With the reference data: a line whose GPU
+    name does not resolve is never recorded.)"""
+    path = tmp_path / "acme.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(item) + b"\n" for item in records(SIZE)))
+    settings = settings_for(pg_url)
+    real = Diff.added_lines
+
+    def shifted(diff: Diff, first_id: int) -> list[tuple[int, bytes]]:
+        return real(diff, first_id + 10**6)
+
+    engine = make_engine(with_reference(pg_url))
+    try:
+        monkeypatch.setattr(Diff, "added_lines", shifted)
+        expected = BrokenReference if checks == "per-load" else ForeignKeyViolation
+        with pytest.raises(expected) as raised:
+            ingest_jsonl(engine, settings, path, "acme")
+        if checks == "per-load":
+            assert "offer_line.offer_id refers to no offer.id" in str(raised.value)
+        assert offer_count(engine) == 0
+        monkeypatch.setattr(Diff, "added_lines", real)
+        result = ingest_jsonl(engine, settings, path, "acme")
+        assert (result.status.value, result.added) == ("ok", SIZE)
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT count(*) FROM offer_line").scalar() == SIZE
+        check_invariants(engine)
+    finally:
+        engine.dispose()
 
 
 @pytest.mark.postgres
