@@ -52,7 +52,7 @@ from service.catalog.runs import (
     store_unmapped,
 )
 from service.catalog.state import CurrentState, StateHandle
-from service.catalog.stream import BATCH_SIZE, Batches, DiffBuffer
+from service.catalog.stream import BATCH_SIZE, Batches, DiffBuffer, expected_records
 from service.catalog.unchanged import as_repeated, reference_digest
 from service.catalog.validation import StreamValidator
 from service.catalog.writer import Writer, ensure_instance_types, ensure_providers
@@ -256,8 +256,15 @@ def _write(
     conn = context.conn
     if applied.writer is None:
         version = (conn.execute(select(func.max(VERSION.c.id))).scalar() or 0) + 1
+        crawl, current = context.crawl, context.current
         applied.writer = Writer(
-            conn, FxTable.load(conn), context.run_id, context.now, version, context.crawl
+            conn,
+            FxTable.load(conn),
+            context.run_id,
+            context.now,
+            version,
+            crawl,
+            lambda: max(0, (expected_records(crawl.records) or 0) - len(current)),
         )
         applied.writer.open_version(context.crawl.source)
     applied.writer.write(context.crawl.source, diff, payloads)

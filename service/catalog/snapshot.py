@@ -35,6 +35,16 @@ class JsonlRecords:
     def __iter__(self) -> Iterator[Any]:
         return self.items()
 
+    def expected(self) -> int:
+        """The file's lines (a size hint: blank, unreadable and duplicate lines count),
+        counted in 1 MiB reads: about 0.05 s for 100 MB in the page cache."""
+        lines, last = 0, b"\n"
+        with self.path.open("rb") as handle:
+            while chunk := handle.read(1 << 20):
+                lines += chunk.count(b"\n")
+                last = chunk[-1:]
+        return lines + (last != b"\n")
+
     def items(self, index: LineIndex | None = None) -> Iterator[Any]:
         """Each line's value; with ``index`` (once it is open), each line as
         :data:`~service.catalog.lines.Known` when an active offer holds its digest, else

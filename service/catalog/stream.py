@@ -32,6 +32,20 @@ bounded")."""
 _END = object()
 
 
+def expected_records(records: Iterable[Any]) -> int | None:
+    """How many records a crawl's ``records`` hold at most, when that is known cheaply: a
+    sequence's length, or what ``records.expected()`` answers (a JSON Lines file: its
+    lines; a crawl: its sources' counts); None when unknown. A size hint only: the ingest
+    uses it to rebuild a table's indexes from a large load's first batch (writer.py)."""
+    expected = getattr(records, "expected", None)
+    if callable(expected):
+        answer = expected()
+        return answer if isinstance(answer, int) else None
+    if isinstance(records, Sequence):
+        return len(records)
+    return None
+
+
 class Batches:
     """The valid records of a crawl with their keys, a batch at a time, in crawl order.
 

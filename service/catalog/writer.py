@@ -4,7 +4,7 @@ bulk, per database), and the providers and instance types first seen.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack
 from datetime import datetime
 from decimal import Decimal
@@ -104,8 +104,14 @@ class Writer:
         now: datetime,
         version: int,
         crawl: CrawlResult,
+        expected_new: Callable[[], int] | None = None,
     ) -> None:
         self.conn, self.fx, self.run_id, self.now, self.version = conn, fx, run_id, now, version
+        self._expected_new = expected_new
+        """How many offers the load will add at least, asked (once) when a batch first
+        adds some: a load known to add a quarter of the table rebuilds its indexes from
+        its first batch (see :meth:`_scale`)."""
+        self._foreseen = 0
         payloads = crawl.payloads
         self.raw_sha256 = payloads[0].sha256 if len(payloads) == 1 else None
         self.record_payloads: Mapping[int, str | None] = {}
@@ -287,18 +293,22 @@ class Writer:
         self._next_offer = next_offer + len(diff.new)
 
     def _scale(self, new: int, observing: int) -> None:
-        """Large loads: once the rows this ingest adds (this batch included) make it
-        worth it, the secondary indexes of a table are rebuilt after the load instead of
-        updated row by row (ids are never reused: the next id bounds a table's row count),
-        and PostgreSQL checks the foreign keys of the rows from here on once, at the end.
-        Entered once, for the rest of the ingest (:meth:`finish_load`)."""
+        """Large loads: once the rows this ingest adds (this batch included), or the new
+        offers it is known to add at least (``expected_new``), make it worth it, the
+        secondary indexes of a table are rebuilt after the load instead of updated row by
+        row (ids are never reused: the next id bounds a table's row count), and PostgreSQL
+        checks the foreign keys of the rows from here on once, at the end. Entered once,
+        for the rest of the ingest (:meth:`finish_load`)."""
         self._adding = (self._adding[0] + new, self._adding[1] + observing)
+        if new and self._expected_new is not None:
+            self._foreseen, self._expected_new = self._expected_new(), None
+        foreseen = self._foreseen  # each new offer has a new observation
         conn, stack = self.conn, self._load
         deferring = [
             table.name
             for table, adding, holding in (
-                (OFFER, self._adding[0], self._held[0]),
-                (OBS, self._adding[1], self._held[1]),
+                (OFFER, max(self._adding[0], foreseen), self._held[0]),
+                (OBS, max(self._adding[1], foreseen), self._held[1]),
             )
             if table.name not in self._deferred and indexes_worth_rebuilding(adding, holding)
         ]

@@ -27,6 +27,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from sqlalchemy import Connection, Engine, Table, event, text
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -42,6 +43,8 @@ from service.catalog.bulk import indexes_deferred, indexes_worth_rebuilding
 from service.catalog.fx import Rate, store_rates
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult, Payload
+from service.catalog.snapshot import read_jsonl
+from service.catalog.stream import expected_records
 from service.catalog.validation import Sourced
 from service.core.config import Settings
 from service.core.db import make_engine, writer
@@ -139,6 +142,71 @@ def test_first_bulk_ingest_rebuilds_and_the_schema_is_unchanged(
     assert spy_drops == []
     assert schema_indexes(db_path(sqlite_url)) == before
     check_invariants(sqlite_engine)
+
+
+@pytest.mark.parametrize(
+    ("lines", "hinted", "deferred_after"),
+    [
+        (200, True, 0),  # known to add half the table: rebuilt from the first batch
+        (200, False, 50),  # not known: from the batch that reaches a quarter (rows 51-100)
+        (80, True, None),  # known to add less than a quarter: row by row
+    ],
+)
+def test_a_load_known_to_be_large_rebuilds_from_its_first_batch(
+    sqlite_engine: Engine,
+    sqlite_settings: Settings,
+    low_threshold: None,
+    spy_drops: list[list[str]],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    lines: int,
+    hinted: bool,
+    deferred_after: int | None,
+) -> None:
+    """A new source's file of ``lines`` offers into a catalog of 400: the file's lines
+    say how many offers it adds at least (``JsonlRecords.expected``), so the rebuild
+    starts before the first new row; records with no such hint (a plain iterator) start
+    it at the batch whose rows reach a quarter of the table, as before."""
+    assert ingest(sqlite_engine, sqlite_settings, CrawlResult("acme", records(400))).added == 400
+    spy_drops.clear()
+    written: list[int] = []
+    real = service.catalog.writer.indexes_deferred
+
+    @contextlib.contextmanager
+    def counting(conn: Connection, tables: list[str]) -> Iterator[None]:
+        written.append(conn.exec_driver_sql("SELECT count(*) FROM offer").scalar() - 400)
+        with real(conn, tables):
+            yield
+
+    monkeypatch.setattr(service.catalog.writer, "indexes_deferred", counting)
+    path = tmp_path / "other.jsonl"
+    path.write_bytes(
+        b"".join(orjson.dumps(r) + b"\n" for r in records(lines, source="other", provider="o"))
+    )
+    file_records = read_jsonl(path, "other")
+    assert file_records.expected() == lines
+    crawl = CrawlResult(
+        "other", file_records if hinted else iter(list(file_records)), complete=False
+    )
+    result = ingest(sqlite_engine, sqlite_settings, crawl, batch_size=50)
+    assert (result.status.value, result.added) == ("ok", lines)
+    assert written == ([] if deferred_after is None else [deferred_after])
+    check_invariants(sqlite_engine)
+
+
+def test_a_files_lines_are_counted_as_a_hint(tmp_path: Path) -> None:
+    path = tmp_path / "x.jsonl"
+    for body, lines in [
+        (b"", 0),
+        (b"{}", 1),
+        (b"{}\n", 1),
+        (b"{}\n\n{}", 3),
+        (b"x" * (3 << 20) + b"\n{}", 2),  # a line longer than a read
+    ]:
+        path.write_bytes(body)
+        assert read_jsonl(path, "acme").expected() == lines
+    assert expected_records([1, 2, 3]) == 3
+    assert expected_records(iter([1, 2, 3])) is None
 
 
 def varied(n: int, bump: int = 0) -> list[OfferRecord]:
