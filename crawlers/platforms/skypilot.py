@@ -61,6 +61,7 @@ from crawlers.base import (
     SourceError,
 )
 from crawlers.normalize.gpu_form import with_sku_form_factor
+from crawlers.size import announce
 from schema.memo import per_text
 from schema.names import gpu_alias_key
 
@@ -350,6 +351,7 @@ def collapsed(
     winners = Winners.of(identities)
     slots, floors = winners.slots, winners.floors
     total = len(floors)
+    announce(total)  # a size hint: the crawl's ingest may plan for these many offers
     done = 0  # offers handed on
     first = True
     while first or done < total:

@@ -26,6 +26,7 @@ from sqlalchemy import Engine, select
 
 import crawlers.pipeline as pipeline_module
 import crawlers.platforms.gpuhunt as gpuhunt_module
+import service.catalog.ingest as ingest_module
 import service.catalog.resolver as resolver_module
 import service.crawl.run as run_module
 from crawlers import http
@@ -427,6 +428,15 @@ def test_a_peer_catalog_crawl_ingests_what_the_holding_collapse_gave(
     rejected = [(r.position, r.reason) for r in expected.rejections]
     assert wanted and rejected  # both kinds met
 
+    hints: list[int | None] = []
+    real_hint = ingest_module.expected_records
+
+    def hint(records: Any) -> int | None:
+        hints.append(real_hint(records))
+        return hints[-1]
+
+    monkeypatch.setattr(ingest_module, "expected_records", hint)
+
     def crawl(keep: int | None) -> tuple[list[dict[str, Any]], set[str | None]]:
         database = tmp_path / f"peer-{keep}.db"
         shutil.copy(sqlite_reference_template, database)
@@ -450,6 +460,9 @@ def test_a_peer_catalog_crawl_ingests_what_the_holding_collapse_gave(
             engine.dispose()
 
     kept, read_again, from_file = crawl(10**9), crawl(0), crawl(None)
+    # the size hint each ingest had at its first new offers (crawlers.size): the records
+    # kept, or the offers the collapse's first pass announced, valid or not
+    assert hints == [len(before)] * 3
     assert kept[0] and kept[0] == read_again[0]
     assert [{k: v for k, v in row.items() if k not in BY_URL} for row in kept[0]] == [
         {k: v for k, v in row.items() if k not in BY_URL} for row in from_file[0]
