@@ -324,6 +324,15 @@ def _files(folder: Path, count: int) -> list[Path]:
     return paths
 
 
+def catalog_copy(template: Path, database: Path) -> tuple[Engine, Settings]:
+    """A fresh SQLite catalog at ``database``, copied from ``template``: its engine and
+    settings."""
+    shutil.copy(template, database)
+    url = f"sqlite:///{database}"
+    settings = Settings(database_url=url, environment="test", _env_file=None)  # type: ignore[call-arg]
+    return make_engine(url), settings
+
+
 def _peak_bytes(
     template: Path, folder: Path, files: list[Path], batch: int, monkeypatch: pytest.MonkeyPatch
 ) -> int:
@@ -331,11 +340,7 @@ def _peak_bytes(
     the migrated template, validating and ingesting ``batch`` records at a time."""
     monkeypatch.setattr(pipeline_module, "VALIDATION_BATCH", batch)
     monkeypatch.setattr(run_module, "ingest", partial(ingest, batch_size=batch))
-    database = folder / f"crawl-{len(files)}-{batch}.db"
-    shutil.copy(template, database)
-    url = f"sqlite:///{database}"
-    engine = make_engine(url)
-    settings = Settings(database_url=url, environment="test", _env_file=None)  # type: ignore[call-arg]
+    engine, settings = catalog_copy(template, folder / f"crawl-{len(files)}-{batch}.db")
     try:
         gc.collect()
         tracemalloc.start()
@@ -438,11 +443,7 @@ def test_a_peer_catalog_crawl_ingests_what_the_holding_collapse_gave(
     monkeypatch.setattr(ingest_module, "expected_records", hint)
 
     def crawl(keep: int | None) -> tuple[list[dict[str, Any]], set[str | None]]:
-        database = tmp_path / f"peer-{keep}.db"
-        shutil.copy(sqlite_reference_template, database)
-        url = f"sqlite:///{database}"
-        engine = make_engine(url)
-        settings = Settings(database_url=url, environment="test", _env_file=None)  # type: ignore[call-arg]
+        engine, settings = catalog_copy(sqlite_reference_template, tmp_path / f"peer-{keep}.db")
         try:
             if keep is None:
                 report = crawl_source(engine, settings, name, from_files=[saved])
