@@ -265,7 +265,8 @@ def list_offers(
                 walk = Walk(sort, descending, limit, after, gpus, top)
                 unfiltered = partial(offers_query, **shared)  # the filters are its argument
                 fallback = partial(_filtered_first, conn, unfiltered, filters)
-                rows = walk.rows(conn, keyed, fallback)
+                pages = Pages(keyed, query(nulls=False, ids_only=True), at_key(filters, shared))
+                rows = walk.rows(conn, pages, fallback)
         if len(rows) < limit and sort not in NEVER_NULL:
             unkeyed = query(nulls=True)  # along the index: (status, key IS NULL, id)
             rows += _dicts(conn.execute(unkeyed.limit(limit - len(rows))))
@@ -721,18 +722,22 @@ class Walk:
     descending walk starts, and the walk's upper end."""
 
     def rows(
-        self, conn: Connection, keyed: Select[Any], filtered_first: Any
+        self, conn: Connection, pages: Pages | Select[Any], filtered_first: Any
     ) -> list[dict[str, Any]]:
+        """The page: the rows of ``pages.keyed`` (or of ``pages``, a query alone)."""
+        if not isinstance(pages, Pages):
+            pages = Pages(pages)
         dialect = conn.dialect.name
         key = sort_expression(self.sort, dialect)
         by_gpu = self.sort in BY_GPU and self.gpus is not None and len(self.gpus) == 1
         if self.ceiling is not None:  # implied by the filters: where a descending walk starts
-            keyed = keyed.where(key <= self.ceiling)
+            pages = pages.capped(key, self.ceiling)
+        keyed = pages.keyed
         depths = (PREFIX, PREFIX * WIDER) if self.sort in WIDENED else (PREFIX,)
         for depth in depths:
             bound = self.bound(conn, key, by_gpu, depth)  # None: fewer offers left
             if self.descending:
-                rows = _descending(conn, keyed, key, self.limit, bound)
+                rows = _descending(conn, pages, key, self.limit, bound, self.after, self.sort)
             else:
                 walk = keyed if bound is None else keyed.where(key <= bound)
                 rows = _dicts(conn.execute(walk.limit(self.limit)))
@@ -815,18 +820,74 @@ def _by_value(
     return rows
 
 
+@dataclass(frozen=True)
+class Pages:
+    """The reads of one listing's page along its sort's index: ``keyed``, the offers with a
+    key, filtered, after the cursor, in order; ``keys``, the same offers' ids and keys
+    alone (no observation read); ``at_key``, the offers with a key, filtered, without the
+    cursor's terms (read at one key: with them, SQLite bounded the index by the cursor's
+    range instead of the key, 18 ms for 100 rows against 0.3)."""
+
+    keyed: Select[Any]
+    keys: Select[Any] | None = None
+    at_key: Select[Any] | None = None
+
+    def capped(self, key: Any, ceiling: Any) -> Pages:
+        """The same reads below ``ceiling`` (``max_price_per_gpu_hour``'s largest key)."""
+        keys = None if self.keys is None else self.keys.where(key <= ceiling)
+        at_key = None if self.at_key is None else self.at_key.where(key <= ceiling)
+        return Pages(self.keyed.where(key <= ceiling), keys, at_key)
+
+
+def at_key(filters: OfferFilters, shared: dict[str, Any]) -> Select[Any]:
+    """:attr:`Pages.at_key` of a current listing (``shared``: :func:`offers_query`'s
+    keywords)."""
+    return offers_query(filters, **{**shared, "after": None}, nulls=False)
+
+
+def _at(pages: Pages, key: Any, value: Any, after: After | None, sort: str) -> Select[Any]:
+    """The offers of ``pages`` whose key is ``value``, past the cursor, by id."""
+    if pages.at_key is None:
+        stmt = pages.keyed.where(key == value)
+    else:
+        stmt = pages.at_key.where(key == value)
+        mark = None if after is None else after.value
+        if mark is not None and sort in INTEGER_KEYS:
+            mark = int(Decimal(str(mark)))
+        if mark is not None and mark == value:
+            stmt = stmt.where(OFFER.c.id > after.offer_id)  # type: ignore[union-attr]
+    # by key (all equal) then id: the index's order
+    return stmt.order_by(None).order_by(key, OFFER.c.id)
+
+
 def _descending(
-    conn: Connection, keyed: Select[Any], key: Any, limit: int, bound: Any = None
+    conn: Connection,
+    pages: Pages | Select[Any],
+    key: Any,
+    limit: int,
+    bound: Any = None,
+    after: After | None = None,
+    sort: str = "",
 ) -> list[dict[str, Any]] | None:
     """The first ``limit`` rows of ``keyed`` (offers with a key, ``ORDER BY key DESC, id``)
     read along an ascending (…, key, id) index: the ``limit`` largest keys (the index walked
-    backwards, ties in any order); if there are fewer, those offers by id, sorted; else with
-    K the last of them, the rows above K in order (fewer than ``limit``, sorted), then those
-    at K by id (the index range of K, forwards). Same rows, same order.
+    backwards, ties in any order), from ``keys`` (the same offers' ids and keys, without
+    their observation) when given; if there are fewer, those offers by id, sorted; else
+    with K the last of them, the rows above K (those of the walk: every match above K
+    comes before K's) by id, sorted, then those at K by id (the index range of K,
+    forwards). Same rows, same order.
+
+    The rows above K are read by id, not as a second range with the filters: that range
+    tested every filter again, and with a cursor its two terms kept SQLite from bounding
+    it (18 ms for the second page of 100, unfiltered, against 0.3 ms by id).
 
     ``bound`` (see :class:`Walk`): the first walk reads keys down to it only; None is
     returned when fewer than ``limit`` rows have such keys."""
-    walk = keyed.with_only_columns(key, OFFER.c.id).order_by(None).order_by(key.desc())
+    if not isinstance(pages, Pages):
+        pages = Pages(pages)
+    keyed = pages.keyed
+    walked = keyed if pages.keys is None else pages.keys
+    walk = walked.with_only_columns(key, OFFER.c.id).order_by(None).order_by(key.desc())
     if bound is not None:
         walk = walk.where(key >= bound)
     largest = conn.execute(walk.limit(limit)).all()
@@ -837,8 +898,9 @@ def _descending(
             return []
         return _dicts(conn.execute(_by_ids(keyed, key, [i for _, i in largest], True)))
     bound = largest[-1][0]
-    rows = _dicts(conn.execute(keyed.where(key > bound)))
-    at_bound = keyed.where(key == bound).order_by(None).order_by(OFFER.c.id)
+    above = [offer_id for value, offer_id in largest if value != bound]
+    rows = _dicts(conn.execute(_by_ids(keyed, key, above, True))) if above else []
+    at_bound = _at(pages, key, bound, after, sort)
     return rows + _dicts(conn.execute(at_bound.limit(limit - len(rows))))
 
 
