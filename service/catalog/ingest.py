@@ -42,7 +42,15 @@ from service.catalog.fx import FxTable, Rate, check_against_stored, store_rates
 from service.catalog.lines import LineIndex, LineRecords, clear_lines, lines_apply, store_lines
 from service.catalog.locations import location_targets, refresh
 from service.catalog.resolver import Reference, Resolver
-from service.catalog.results import CrawlResult, IngestError, IngestResult, Payload, clip
+from service.catalog.results import (
+    AHEAD_MIN_BYTES,
+    CrawlResult,
+    IngestError,
+    IngestResult,
+    Payload,
+    clip,
+    compress_ahead,
+)
 from service.catalog.runs import INGEST_LOCK_KEY as INGEST_LOCK_KEY
 from service.catalog.runs import (
     lock_writer,
@@ -50,6 +58,7 @@ from service.catalog.runs import (
     store_payloads,
     store_rejections,
     store_unmapped,
+    stored_payloads,
 )
 from service.catalog.state import CurrentState, StateHandle
 from service.catalog.stream import BATCH_SIZE, Batches, DiffBuffer, expected_records
@@ -96,6 +105,7 @@ def ingest(
     # database step and the payloads' compression a long zlib call, both without the GIL
     # (see service.catalog.diff.load_current).
     index = LineIndex() if isinstance(records, LineRecords) else None
+    _compress_new(engine, crawl.payloads)  # on a thread of its own, meanwhile
     handle = StateHandle()  # the validator judges keys against the state once it is read
     with no_gc_pauses():
         batches = Batches(crawl.source, records, crawl.rejections, (), batch_size, index, handle)
@@ -140,6 +150,18 @@ def ingest(
                 return _close(context, batches.validator, applied, digest)
         finally:
             batches.close()
+
+
+def _compress_new(engine: Engine, payloads: list[Payload]) -> None:
+    """Start compressing the large payloads the catalog does not hold yet
+    (:func:`~service.catalog.results.compress_ahead`): :func:`store_payloads` then takes
+    the result instead of compressing on the ingest's own thread."""
+    large = [p for p in payloads if p.size >= AHEAD_MIN_BYTES]
+    if not large:
+        return
+    with engine.connect() as conn:
+        stored = stored_payloads(conn, {p.sha256 for p in large})
+    compress_ahead(p for p in large if p.sha256 not in stored)
 
 
 def _load_current(

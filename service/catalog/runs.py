@@ -96,13 +96,20 @@ def finish_crawl_run(
         )
 
 
+def stored_payloads(conn: Connection, hashes: Iterable[str]) -> set[str]:
+    """Which of the payloads ``hashes`` (SHA-256) the catalog holds already."""
+    wanted = list(hashes)
+    if not wanted:
+        return set()
+    found = conn.execute(select(PAYLOAD.c.sha256).where(PAYLOAD.c.sha256.in_(wanted)))
+    return set(found.scalars())
+
+
 def store_payloads(conn: Connection, run_id: int, payloads: list[Payload]) -> None:
     if not payloads:
         return
     by_hash = {p.sha256: p for p in payloads}
-    existing = set(
-        conn.execute(select(PAYLOAD.c.sha256).where(PAYLOAD.c.sha256.in_(list(by_hash)))).scalars()
-    )
+    existing = stored_payloads(conn, by_hash)
     now = utcnow()
     new = [
         {
