@@ -249,9 +249,10 @@ class ResponseCacheMiddleware:
         size = 0
         keep = True
         limit = self.cache.max_entry
+        last: Message | None = None
 
         async def capture(message: Message) -> None:
-            nonlocal start, size, keep
+            nonlocal start, size, keep, last
             if message["type"] == "http.response.start":
                 keep = message["status"] == 200
                 start = {**message, "headers": [*message.get("headers", ()), MISS]}
@@ -265,14 +266,34 @@ class ResponseCacheMiddleware:
                     chunks.clear()
                 else:
                     chunks.append(body)
+                    if not message.get("more_body", False):
+                        last = message  # sent once the answer is stored (below)
+                        return
             await send(message)
 
-        await self.app(scope, receive, capture)
-        if not keep or start is None:
-            return
+        try:
+            await self.app(scope, receive, capture)
+            if keep and start is not None and last is not None:
+                await self._store(key, token, start, chunks, scope.get("route"))
+        finally:
+            if last is not None:
+                # The answer's end goes out after its store: a client repeating the
+                # request at once (on PostgreSQL the token is read on a worker thread,
+                # a round trip) found it not stored yet, and half of such repeats missed.
+                await send(last)
+
+    async def _store(
+        self,
+        key: tuple[str, bytes, date],
+        token: Any,
+        start: Message,
+        chunks: list[bytes],
+        route: Any,
+    ) -> None:
+        """Keep the answer computed under ``token`` if the database did not change."""
         if await self.cache.token.read() != token or datetime.now(UTC).date() != key[2]:
             return  # something committed meanwhile (or midnight passed): the answer may mix
         body = b"".join(chunks)
         headers = [h for h in start["headers"] if h != MISS and h[0] != b"etag"]
         headers += [HIT, (b"etag", content_etag(body))]
-        self.cache.store(key, Entry(start["status"], headers, body, scope.get("route")), token)
+        self.cache.store(key, Entry(start["status"], headers, body, route), token)
