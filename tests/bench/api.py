@@ -124,8 +124,8 @@ def build(url: str) -> tuple[int, list[OfferRecord]]:
     if per_offer:
         prehistory(engine, start, first)
     if engine.dialect.name == "postgresql":
-        with engine.connect() as conn:  # what autovacuum would do soon; repeatable plans now
-            conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("ANALYZE")
+        with engine.connect() as conn:  # what autovacuum does soon (0024); repeatable plans
+            conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("VACUUM (ANALYZE)")
     with engine.connect() as conn:
         hot = list_offers(conn, OfferFilters(), 1, sort="provider")[0]["id"]
         version = current_version(conn)

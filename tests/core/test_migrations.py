@@ -374,3 +374,34 @@ def test_sqlite_observation_gpu_hour_index_up_down_up(tmp_path) -> None:  # type
 def test_postgres_observation_gpu_hour_index_up_down_up() -> None:
     with scratch_pg_database() as url:
         _gpu_hour_index_roundtrip(url)
+
+
+RELOPTIONS = "SELECT relname, reloptions FROM pg_class WHERE relname IN ({names}) ORDER BY relname"
+
+
+@pytest.mark.postgres
+def test_postgres_autovacuum_settings_up_down_up() -> None:
+    """0024 has autovacuum take the offers, their locations and the observations once 2 %
+    of their rows changed (their visibility map, which a listing's index-only reads need,
+    is refreshed soon after an ingest), and gives the defaults back."""
+    with scratch_pg_database() as url:
+        upgrade(url)
+        engine = make_engine(url)
+        ask = text(RELOPTIONS.format(names="'offer', 'offer_location', 'price_observation'"))
+        try:
+            with engine.connect() as conn:
+                options = dict(conn.execute(ask).all())
+            assert set(options) == {"offer", "offer_location", "price_observation"}
+            for table, settings in options.items():
+                assert settings is not None, table
+                assert "autovacuum_vacuum_scale_factor=0.02" in settings
+                assert "autovacuum_vacuum_insert_scale_factor=0.02" in settings
+                assert "autovacuum_analyze_scale_factor=0.05" in settings
+            downgrade(url, "0023")
+            with engine.connect() as conn:
+                assert all(value is None for _, value in conn.execute(ask))
+            upgrade(url)
+            with engine.connect() as conn:
+                assert dict(conn.execute(ask).all()) == options
+        finally:
+            engine.dispose()
