@@ -48,7 +48,7 @@ from sqlalchemy.types import String
 
 from schema.enums import OfferStatus
 from schema.prices import SORT_KEY_SCALE, pflop_hour_key
-from service.query.facts import catalog_facts
+from service.query.facts import bare_metal_offered, catalog_facts
 from service.query.filters import ComplianceSets, OfferFilters, apply_filters
 from service.query.places import place_rows
 from service.query.precedence import IDENTITY_FIELDS, source_key
@@ -231,6 +231,12 @@ def list_offers(
     the page is read in three index ranges (:func:`_descending`).
     """
     dialect = conn.dialect.name
+    if (
+        version is None
+        and filters.bare_metal is not None
+        and not bare_metal_offered(conn, filters.bare_metal)
+    ):
+        return []  # no active offer has that value: nothing to read
     gpus = live_gpu_slugs(conn, filters.gpu) if version is None and filters.gpu else None
     shared: dict[str, Any] = {
         "dialect": dialect,
