@@ -86,7 +86,7 @@ def compress_ahead(payloads: Iterable[Payload]) -> None:
     the caller goes on: zlib and the file reads run without the GIL, so on another core.
     :meth:`Payload.compressed` then waits for the result (and raises what the compression
     raised). A 96 MB JSON Lines file takes about 0.45 s of zlib, which the ingest paid on
-    its critical path before (docs/ingest.md, "Memory")."""
+    its critical path before (docs/ingest.md, "How a large crawl stays fast")."""
     large = [p for p in payloads if not p.compressed_ahead and p.size >= AHEAD_MIN_BYTES]
     if not large:
         return
