@@ -475,6 +475,10 @@ def wait_quiet(engine: Engine, seconds: float = 60) -> None:
                 "AND state IS DISTINCT FROM 'idle'",
                 {"app": KILLED_APP},
             ).scalar()
+            # pg_stat_activity is read once per transaction (stats_fetch_consistency):
+            # polled in one transaction, a backend seen busy once stayed busy until the
+            # deadline, and the test took 60 s more per such kill (300 s: a timeout in CI)
+            conn.rollback()
             if not others:
                 return
             time.sleep(0.01)
