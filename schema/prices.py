@@ -26,7 +26,7 @@ from sqlalchemy import (
 from sqlmodel import Field, SQLModel
 
 from schema.base import metadata  # noqa: F401
-from schema.types import DecimalType, UTCDateTime
+from schema.types import DecimalType, Digest, UTCDateTime
 
 
 class CatalogVersion(SQLModel, table=True):
@@ -285,7 +285,12 @@ class PriceObservation(SQLModel, table=True):
     version_from: int
     version_to: int | None = None
     crawl_run_id: int = Field(foreign_key="crawl_run.id")
-    raw_sha256: str | None = Field(default=None, max_length=64)
+    raw_sha256: str | None = Field(
+        default=None,
+        sa_type=Digest,
+        description="the sha256 of the raw payload the price was read from (stored as its 32 "
+        "bytes; read back as hexadecimal text)",
+    )
 
 
 class OfferLine(SQLModel, table=True):

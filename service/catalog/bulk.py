@@ -88,6 +88,8 @@ def sqlite_literal(value: Any) -> str:
         return "1" if value else "0"
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, bytes):
+        return f"X'{value.hex()}'"
     if isinstance(value, str):
         if "\x00" in value:  # a NUL cannot be written in a quoted literal
             return f"CAST(X'{value.encode().hex()}' AS TEXT)"

@@ -25,6 +25,7 @@ from schema.prices import (
     sort_key_e10,
 )
 from schema.records import OfferRecord
+from schema.types import digest_bytes
 from service.catalog.bulk import (
     bulk_binder,
     bulk_insert,
@@ -113,10 +114,13 @@ class Writer:
         its first batch (see :meth:`_scale`)."""
         self._foreseen = 0
         payloads = crawl.payloads
-        self.raw_sha256 = payloads[0].sha256 if len(payloads) == 1 else None
-        self.record_payloads: Mapping[int, str | None] = {}
-        """The batch being written: id(record) -> sha256 of the payload it was parsed from
-        (a crawl of several payloads; empty: :attr:`raw_sha256`, the one payload's)."""
+        self._digests: dict[str, bytes] = {}
+        self.raw_sha256 = self._digest(payloads[0].sha256) if len(payloads) == 1 else None
+        """The one payload's sha256, as stored (its bytes: ``schema.types.Digest``)."""
+        self.record_payloads: Mapping[int, bytes | None] = {}
+        """The batch being written: id(record) -> sha256 of the payload it was parsed from,
+        as stored (a crawl of several payloads; empty: :attr:`raw_sha256`, the one
+        payload's)."""
         self.observations: list[tuple[Any, ...]] = []
         """Observation rows bound in Python (all of them, or the repriced ones only when
         the new offers' were staged: see :meth:`observation_rows`)."""
@@ -244,8 +248,15 @@ class Writer:
         )
         return observed, hourly_usd
 
-    def _payload_of(self, record: OfferRecord) -> str | None:
+    def _payload_of(self, record: OfferRecord) -> bytes | None:
         return self.record_payloads.get(id(record), self.raw_sha256)
+
+    def _digest(self, sha256: str) -> bytes:
+        """A payload's sha256 as stored, converted once per payload."""
+        stored = self._digests.get(sha256)
+        if stored is None:
+            stored = self._digests[sha256] = digest_bytes(sha256)
+        return stored
 
     def open_version(self, source: str) -> None:
         """Insert this ingest's catalog version (its counts are set by
@@ -278,7 +289,11 @@ class Writer:
         of its records' payload, by ``id(record)``, when the crawl has several payloads
         (the caller holds the batch's records while it is written, so ids are sound)."""
         conn = self.conn
-        self.record_payloads = payloads or {}
+        digest = self._digest
+        self.record_payloads = {
+            record: None if sha256 is None else digest(sha256)
+            for record, sha256 in (payloads or {}).items()
+        }
         self.observations = []
         self._lazy_new_observations = None
         trim_memos(self._prices, self._bases, self._bound, self._pflop_keys)

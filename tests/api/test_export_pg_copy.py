@@ -139,8 +139,9 @@ def _build(url: str, n: int = 60) -> Engine:
                     gpu_name_raw=value, sku=f"{value}#{k}", region=value[:100], source_url=value
                 )
             )
-            conn.execute(
-                update(OBS).where(OBS.c.offer_id == offer_id).values(raw_sha256=value[-64:])
+            conn.execute(  # any bytes at all (a digest is stored as bytes): hex either way
+                text("UPDATE price_observation SET raw_sha256 = :raw WHERE offer_id = :id"),
+                {"raw": value.encode()[-64:] or b"\x00", "id": offer_id},
             )
         times = [
             "2026-01-02 03:04:05+00",  # no microseconds: isoformat leaves them out

@@ -59,7 +59,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, event, select, text
 
 from schema.prices import sort_key_e10
-from schema.types import utcnow
+from schema.types import digest_bytes, utcnow
 from service.alerts.listeners import install
 from service.catalog.bulk import bulk_insert
 from service.catalog.ingest import ingest
@@ -187,6 +187,7 @@ def versions(engine: Engine, start: datetime, count: int) -> None:
             changes[position].append(version)
     run_of = {version: first_run + version - 1 for version in range(2, count + 2)}
     sha_of = {v: hashlib.sha256(f"bench crawl {v}".encode()).hexdigest() for v in run_of}
+    stored_sha = {v: digest_bytes(sha) for v, sha in sha_of.items()}  # as Digest stores it
     # each offer alternates between its first price and one a cent above it
     variants = []
     for seed in seeds:
@@ -210,7 +211,7 @@ def versions(engine: Engine, start: datetime, count: int) -> None:
                 closing = his[done + 1] if done + 1 < len(his) else None
                 prices = variants[position][(done + 1) % 2]
                 row = _row(next_id, seed, prices, variants[position], version, closing, when)
-                yield (*row[:-2], run_of[version], sha_of[version])
+                yield (*row[:-2], run_of[version], stored_sha[version])
                 next_id += 1
 
     with engine.begin() as conn:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import Engine, inspect, text
+from sqlalchemy import Engine, inspect, select, text
 
 import schema
-from schema.prices import OBS_GPU_HOUR_KEY_SQLITE
+from schema.prices import OBS_GPU_HOUR_KEY_SQLITE, PriceObservation
 from service.core.db import make_engine
 from service.core.migrate import downgrade, on_dialect, upgrade
 from tests.conftest import scratch_pg_database
+
+OBS = PriceObservation.__table__  # type: ignore[attr-defined]
 
 # SQLAlchemy does not reflect SQLite's indexes on an expression, and says so; alembic then
 # leaves the model's own out of the comparison (it says so too): the index of 0023 is
@@ -164,6 +168,7 @@ OBSERVATIONS = (
 
 
 BEFORE_HISTORY_INDEXES = "0018"
+BEFORE_DIGEST = "0024"
 """The revision 0014 follows (main merged 0018 after 0013 first)."""
 
 
@@ -179,7 +184,7 @@ def _history_indexes_roundtrip(url: str) -> None:
             rows = conn.execute(text(OBSERVATIONS)).all()
         assert len(rows) == 2
         assert _indexes(engine)["ix_price_observation_offer_valid"] == ["offer_id", "valid_from"]
-        upgrade(url)
+        upgrade(url, BEFORE_DIGEST)  # the payload's digest is text until 0025
         engine.dispose()
         indexes = _indexes(engine)
         assert "ix_price_observation_offer_valid" not in indexes
@@ -201,7 +206,7 @@ def _history_indexes_roundtrip(url: str) -> None:
         assert indexes["ix_price_observation_version_to"] == ["version_to"]
         with engine.connect() as conn:
             assert conn.execute(text(OBSERVATIONS)).all() == rows
-        upgrade(url)
+        upgrade(url, BEFORE_DIGEST)
         engine.dispose()
         with engine.connect() as conn:
             assert conn.execute(text(OBSERVATIONS)).all() == rows
@@ -405,3 +410,118 @@ def test_postgres_autovacuum_settings_up_down_up() -> None:
                 assert dict(conn.execute(ask).all()) == options
         finally:
             engine.dispose()
+
+
+SHA_A = hashlib.sha256(b"a").hexdigest()
+SHA_B = hashlib.sha256(b"b").hexdigest()
+DIGEST_ROWS = tuple(
+    statement.replace("'ab'", f"'{SHA_A}'").replace("'cd'", f"'{SHA_B}'")
+    for statement in OBSERVATION_ROWS
+) + (
+    "INSERT INTO price_observation (id, offer_id, amount, currency, valid_from, "
+    "version_from, crawl_run_id, raw_sha256) VALUES "
+    "(3, 1, '2.6', 'USD', '2026-12-03 00:00:00', 2, 1, NULL)",
+)
+OBS_INDEX_DDL = {
+    "sqlite": "SELECT name, sql FROM sqlite_master WHERE type = 'index' "
+    "AND tbl_name = 'price_observation' AND sql IS NOT NULL ORDER BY name",
+    "postgresql": "SELECT indexname, indexdef FROM pg_indexes "
+    "WHERE tablename = 'price_observation' ORDER BY indexname",
+}
+STORED = {
+    "sqlite": "SELECT id, typeof(raw_sha256), length(raw_sha256) FROM price_observation "
+    "ORDER BY id",
+    "postgresql": "SELECT id, pg_typeof(raw_sha256)::text, octet_length(raw_sha256) "
+    "FROM price_observation ORDER BY id",
+}
+
+
+def _digest_roundtrip(url: str) -> None:
+    """0025 stores each observation's payload sha256 as its 32 bytes, reads back the same
+    hexadecimal text through the model, keeps every index (SQLite's expression and partial
+    ones, rebuilt from their DDL) and its statistics, and writes the text back down."""
+    upgrade(url, BEFORE_DIGEST)
+    engine = make_engine(url)
+    dialect = engine.dialect.name
+    try:
+        with engine.begin() as conn:
+            for statement in DIGEST_ROWS:
+                conn.execute(text(statement))
+            if dialect == "sqlite":
+                conn.execute(text("ANALYZE"))
+            before = conn.execute(text(OBSERVATIONS)).all()
+            ddl = conn.execute(text(OBS_INDEX_DDL[dialect])).all()
+            stats = (
+                conn.execute(text("SELECT * FROM sqlite_stat1 ORDER BY idx")).all()
+                if dialect == "sqlite"
+                else []
+            )
+        assert [row[-1] for row in before] == [SHA_A, SHA_B, None]
+        upgrade(url)
+        engine.dispose()
+        with engine.connect() as conn:
+            stored = conn.execute(text(STORED[dialect])).all()
+            typed = conn.execute(select(OBS.c.id, OBS.c.raw_sha256).order_by(OBS.c.id)).all()
+            assert conn.execute(text(OBS_INDEX_DDL[dialect])).all() == ddl
+            if dialect == "sqlite":
+                assert conn.execute(text("SELECT * FROM sqlite_stat1 ORDER BY idx")).all() == stats
+                assert conn.execute(text("PRAGMA foreign_key_check")).all() == []
+        kind = "blob" if dialect == "sqlite" else "bytea"
+        assert stored == [
+            (1, kind, 32),
+            (2, kind, 32),
+            (3, "null" if kind == "blob" else kind, None),
+        ]
+        assert typed == [(1, SHA_A), (2, SHA_B), (3, None)]
+        downgrade(url, BEFORE_DIGEST)
+        engine.dispose()
+        with engine.connect() as conn:
+            assert conn.execute(text(OBSERVATIONS)).all() == before
+            assert conn.execute(text(OBS_INDEX_DDL[dialect])).all() == ddl
+        upgrade(url)
+        engine.dispose()
+        with engine.connect() as conn:
+            assert conn.execute(text(STORED[dialect])).all() == stored
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_observation_digest_up_down_up(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _digest_roundtrip(f"sqlite:///{tmp_path / 'm.db'}")
+
+
+@pytest.mark.postgres
+def test_postgres_observation_digest_up_down_up() -> None:
+    with scratch_pg_database() as url:
+        _digest_roundtrip(url)
+
+
+def _digest_refused(url: str) -> None:
+    """A payload digest that is not hexadecimal text stops 0025, which then changes
+    nothing: the rows, their text and the revision stay as they were."""
+    upgrade(url, BEFORE_DIGEST)
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            for statement in DIGEST_ROWS:
+                conn.execute(text(statement.replace(SHA_B, "not hex: a hand-edited row")))
+            before = conn.execute(text(OBSERVATIONS)).all()
+        with pytest.raises(Exception, match=r"hex|invalid"):
+            upgrade(url)
+        engine.dispose()
+        with engine.connect() as conn:
+            assert conn.execute(text(OBSERVATIONS)).all() == before
+            revision = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+        assert revision == BEFORE_DIGEST
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_observation_digest_refuses_what_is_not_hex(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _digest_refused(f"sqlite:///{tmp_path / 'm.db'}")
+
+
+@pytest.mark.postgres
+def test_postgres_observation_digest_refuses_what_is_not_hex() -> None:
+    with scratch_pg_database() as url:
+        _digest_refused(url)
