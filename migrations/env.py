@@ -9,7 +9,7 @@ from sqlalchemy import Connection
 from sqlmodel.sql.sqltypes import AutoString
 
 import schema
-from schema.types import DecimalType, Digest, UTCDateTime
+from schema.types import DecimalType, Digest, UTCDateTime, UTCMicros
 from service.core.db import make_engine
 from service.core.migrate import on_dialect
 
@@ -23,7 +23,7 @@ def render_item(type_: str, obj: Any, autogen_context: Any) -> str | Literal[Fal
         return False
     if isinstance(obj, AutoString):
         return f"sa.String(length={obj.length})" if obj.length else "sa.String()"
-    if isinstance(obj, DecimalType | Digest | UTCDateTime):
+    if isinstance(obj, DecimalType | Digest | UTCDateTime | UTCMicros):
         autogen_context.imports.add("import schema.types")
         return f"schema.types.{type(obj).__name__}()"
     return False

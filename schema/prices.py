@@ -26,7 +26,7 @@ from sqlalchemy import (
 from sqlmodel import Field, SQLModel
 
 from schema.base import metadata  # noqa: F401
-from schema.types import DecimalType, Digest, UTCDateTime
+from schema.types import DecimalType, Digest, UTCDateTime, UTCMicros
 
 
 class CatalogVersion(SQLModel, table=True):
@@ -280,8 +280,8 @@ class PriceObservation(SQLModel, table=True):
     fx_rate: Decimal | None = Field(default=None, sa_type=DecimalType, description="USD per unit")
     fx_date: date | None = None
     fx_source: str | None = Field(default=None, max_length=64)
-    valid_from: datetime = Field(sa_type=UTCDateTime)
-    valid_to: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    valid_from: datetime = Field(sa_type=UTCMicros)
+    valid_to: datetime | None = Field(default=None, sa_type=UTCMicros)
     version_from: int
     version_to: int | None = None
     crawl_run_id: int = Field(foreign_key="crawl_run.id")

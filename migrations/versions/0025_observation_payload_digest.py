@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from alembic import op
 
-from service.core.sqlite_rebuild import rebuild_table
+from service.core.sqlite_rebuild import rebuild_table, register
 
 revision: str = "0025"
 down_revision: str | Sequence[str] | None = "0024"
@@ -47,8 +47,7 @@ def _unhex(value: object) -> bytes | None:
 def upgrade() -> None:
     bind = op.get_bind()
     if bind.dialect.name == "sqlite":
-        dbapi = bind.connection.dbapi_connection
-        dbapi.create_function("gpuatlas_unhex", 1, _unhex, deterministic=True)  # type: ignore[union-attr]
+        register(bind, "gpuatlas_unhex", _unhex)
         rebuild_table(
             bind, "price_observation", {"raw_sha256": ("BLOB", "gpuatlas_unhex(raw_sha256)")}
         )

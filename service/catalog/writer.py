@@ -34,6 +34,7 @@ from service.catalog.bulk import (
     indexes_worth_rebuilding,
     sqlite_literal,
     staged,
+    stored,
 )
 from service.catalog.columns import (
     ACTIVE,
@@ -134,6 +135,8 @@ class Writer:
         self._bases: dict[tuple[Any, ...], tuple[tuple[Any, ...], Decimal | None]] = {}
         self.bind = bulk_binder(conn)
         self.stamp = self.bind(now)
+        self.obs_stamp = stored(conn, OBS.c.valid_from, now)
+        """``now`` as an observation's ``valid_from`` stores it (``UTCMicros``)."""
         self._binds_text = self._stages = conn.dialect.name == "sqlite"
         self._bound: dict[str, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
         self.first_new_offer = 0
@@ -359,7 +362,7 @@ class Writer:
             "last_changed_version": version,
         }
         obs_constants = {
-            "valid_from": self.stamp,
+            "valid_from": self.obs_stamp,
             "version_from": version,
             "crawl_run_id": self.run_id,
         }

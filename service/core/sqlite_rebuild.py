@@ -14,12 +14,14 @@ the expression refuses) rolls everything back and the table is left as it was.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sqlalchemy import Connection
+from sqlalchemy.exc import DBAPIError
 
 _STAT_TABLES = ("sqlite_stat1", "sqlite_stat4")
+_ERRORS = "gpuatlas.rebuild_errors"
 
 
 def rebuild_table(conn: Connection, table: str, changes: Mapping[str, tuple[str, str]]) -> None:
@@ -52,14 +54,39 @@ def rebuild_table(conn: Connection, table: str, changes: Mapping[str, tuple[str,
     conn.exec_driver_sql(ddl)
     listed = ", ".join(f'"{c}"' for c in columns)
     values = ", ".join(changes[c][1] if c in changes else f'"{c}"' for c in columns)
-    conn.exec_driver_sql(
-        f'INSERT INTO "{rebuilt}" ({listed}) SELECT {values} FROM "{table}" ORDER BY rowid'
-    )
+    errors: list[str] = conn.info.setdefault(_ERRORS, [])
+    errors.clear()
+    try:
+        conn.exec_driver_sql(
+            f'INSERT INTO "{rebuilt}" ({listed}) SELECT {values} FROM "{table}" ORDER BY rowid'
+        )
+    except DBAPIError as error:
+        if errors:  # SQLite's own message says only that a function raised
+            raise ValueError(errors[0]) from error
+        raise
     conn.exec_driver_sql(f'DROP TABLE "{table}"')
     conn.exec_driver_sql(f'ALTER TABLE "{rebuilt}" RENAME TO "{table}"')
     for _, sql in dependents:
         conn.exec_driver_sql(sql)
     _restore_stats(conn, table, names, stats)
+
+
+def register(conn: Connection, name: str, convert: Callable[[Any], Any]) -> None:
+    """Make ``convert`` the SQL function ``name`` on this connection, for a rebuild's
+    expressions: a value it refuses (by raising) stops the rebuild, which re-raises its
+    message as a ``ValueError`` (SQLite's own error names neither the value nor the
+    reason)."""
+    errors: list[str] = conn.info.setdefault(_ERRORS, [])
+
+    def checked(value: Any) -> Any:
+        try:
+            return convert(value)
+        except Exception as error:
+            errors.append(str(error))
+            raise
+
+    dbapi: Any = conn.connection.dbapi_connection
+    dbapi.create_function(name, 1, checked, deterministic=True)
 
 
 def _retyped(ddl: str, table: str, rebuilt: str, types: Mapping[str, str]) -> str:

@@ -12,6 +12,7 @@ from sqlalchemy import (
     Connection,
     Date,
     DateTime,
+    Integer,
     Select,
     String,
     bindparam,
@@ -23,7 +24,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql.elements import ColumnElement
 
-from service.query.sql import OBS, OFFER, NotFound
+from service.query.sql import MICROS_PER_SECOND, OBS, OFFER, NotFound, unix_seconds
 
 HISTORY_COLUMNS = (
     OBS.c.id,
@@ -275,16 +276,16 @@ def _bucket_of(dialect: str, resolution: Resolution) -> ColumnElement[Any]:
     if dialect == "postgresql":
         utc = func.timezone("UTC", OBS.c.valid_from)
         return cast(func.date_trunc(resolution, utc), Date)
-    # the text's date, not date(valid_from): SQLite's date functions round to milliseconds,
-    # so 23:59:59.9995 would be the next day
-    day = func.substr(OBS.c.valid_from, 1, 10)
+    # whole seconds first (integer division: a time's own second, never rounded up to the
+    # next day as SQLite's date functions round microseconds to milliseconds)
+    day = func.date(unix_seconds(OBS.c.valid_from), "unixepoch")
     if resolution == "week":  # back six days, then on to the next Monday (or this one)
         return cast(func.date(day, "-6 days", "weekday 1"), String)
     return cast(day, String)
 
 
 def _start_of(dialect: str, bucket: ColumnElement[Any]) -> ColumnElement[Any]:
-    """The bucket's first instant, comparable with ``valid_to``."""
+    """The bucket's first instant, comparable with ``valid_to`` (SQLite: microseconds)."""
     if dialect == "postgresql":
         return func.timezone("UTC", cast(bucket, DateTime))
-    return bucket.concat(" 00:00:00.000000")
+    return cast(func.strftime("%s", bucket), Integer) * MICROS_PER_SECOND

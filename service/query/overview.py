@@ -40,7 +40,17 @@ from service.compliance.queries import ComplianceError, export_control
 from service.query.facts import catalog_facts
 from service.query.filters import ComplianceSets, OfferFilters, apply_filters
 from service.query.offers import get_offer, list_offers, live_gpu_slugs
-from service.query.sql import GPU, LOCATION, OBS, OFFER, PROVIDER, VERSION, gpu_hour_key, outranked
+from service.query.sql import (
+    GPU,
+    LOCATION,
+    OBS,
+    OFFER,
+    PROVIDER,
+    VERSION,
+    gpu_hour_key,
+    outranked,
+    unix_seconds,
+)
 
 OVERVIEW_KINDS: tuple[str, ...] = ("on_demand", "spot", "reserved_1y", "reserved_3y")
 """The price kinds the overview has a column for (the GPU page shows every kind offered)."""
@@ -75,9 +85,10 @@ class Overview:
 
 
 def _day(column: Any, dialect: str) -> Any:
-    """A timestamp's UTC day as 'YYYY-MM-DD' text (SQLite keeps naive UTC text)."""
+    """An observation time's UTC day as 'YYYY-MM-DD' text (SQLite keeps microseconds
+    since 1970: ``schema.types.UTCMicros``)."""
     if dialect == "sqlite":
-        return func.substr(column, 1, 10)
+        return func.date(unix_seconds(column), "unixepoch")
     return func.to_char(func.timezone("UTC", column), "YYYY-MM-DD")
 
 

@@ -14,7 +14,7 @@ from decimal import ROUND_FLOOR, Decimal
 from functools import lru_cache
 from typing import Any, Literal, TypeVar
 
-from sqlalchemy import and_, case, cast, exists, func, literal_column, or_, select
+from sqlalchemy import and_, case, cast, exists, func, literal_column, or_, select, type_coerce
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.elements import ColumnElement
@@ -102,6 +102,19 @@ OFFER_COLUMNS = (
     OBS.c.raw_sha256,
     OBS.c.version_from,
 )
+
+
+MICROS_PER_SECOND = 1_000_000
+
+
+def unix_seconds(column: Any) -> Any:
+    """SQLite: the whole seconds since 1970 of an observation time kept as microseconds
+    (``schema.types.UTCMicros``), floored (SQLite's ``/`` truncates toward zero)."""
+    micros = type_coerce(column, Integer)
+    return case(
+        (micros >= 0, micros // MICROS_PER_SECOND),
+        else_=(micros - (MICROS_PER_SECOND - 1)) // MICROS_PER_SECOND,
+    )
 
 
 def sortable(column: Any, dialect: str) -> Any:

@@ -56,7 +56,7 @@ from fastapi import Depends, Query, Request, Response
 from sqlalchemy import Engine, text
 
 from schema.records import OfferRecord
-from schema.types import decimal_to_text, utcnow
+from schema.types import decimal_to_text, utc_micros, utcnow
 from service.alerts.listeners import install
 from service.api.deps import ConnDep, cache, reject_unknown_params
 from service.api.main import create_app
@@ -214,7 +214,7 @@ def prehistory(engine: Engine, start: datetime, first: datetime) -> None:
                 row_id += 1
                 if sqlite:  # canonical decimal text and naive UTC text, like DecimalType/DateTime
                     prices = [None if v is None else decimal_to_text(v) for v in prices]
-                    valid_from, valid_to = _sqlite_time(valid_from), _sqlite_time(valid_to)
+                    valid_from, valid_to = utc_micros(valid_from), utc_micros(valid_to)
                 yield (
                     row_id,
                     offer_id,

@@ -188,6 +188,8 @@ def versions(engine: Engine, start: datetime, count: int) -> None:
     run_of = {version: first_run + version - 1 for version in range(2, count + 2)}
     sha_of = {v: hashlib.sha256(f"bench crawl {v}".encode()).hexdigest() for v in run_of}
     stored_sha = {v: digest_bytes(sha) for v, sha in sha_of.items()}  # as Digest stores it
+    as_stored = OBS.c.valid_from.type.bind_processor(engine.dialect)  # UTCMicros
+    obs_when = [as_stored(w) for w in when] if as_stored else when
     # each offer alternates between its first price and one a cent above it
     variants = []
     for seed in seeds:
@@ -202,7 +204,9 @@ def versions(engine: Engine, start: datetime, count: int) -> None:
         upto = [0] * n  # per offer: how many of its changes were written
         for position, seed in enumerate(seeds):  # version 1: the ingest's rows, now closed
             closing = changes[position][0] if changes[position] else None
-            yield _row(seed[0], seed, variants[position][0], variants[position], 1, closing, when)
+            yield _row(
+                seed[0], seed, variants[position][0], variants[position], 1, closing, obs_when
+            )
         for version in range(2, count + 2):
             for position in changed_at(version, n):
                 seed, done = seeds[position], upto[position]
@@ -210,7 +214,7 @@ def versions(engine: Engine, start: datetime, count: int) -> None:
                 his = changes[position]
                 closing = his[done + 1] if done + 1 < len(his) else None
                 prices = variants[position][(done + 1) % 2]
-                row = _row(next_id, seed, prices, variants[position], version, closing, when)
+                row = _row(next_id, seed, prices, variants[position], version, closing, obs_when)
                 yield (*row[:-2], run_of[version], stored_sha[version])
                 next_id += 1
 
@@ -279,7 +283,7 @@ def _row(
     variant: tuple[Any, ...],
     version: int,
     closing: int | None,
-    when: list[datetime],
+    when: list[Any],
 ) -> tuple[Any, ...]:
     _, currency, fx_rate, fx_date, fx_source = variant[1:]
     return (

@@ -834,6 +834,8 @@ def _dt(at: float) -> Any:
 def _ts(value: Any) -> float:
     from datetime import UTC, datetime
 
+    if isinstance(value, int):  # an observation's time on SQLite: microseconds (UTCMicros)
+        return value / 1_000_000
     if isinstance(value, str):
         value = datetime.fromisoformat(value)
     if value.tzinfo is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from datetime import UTC, datetime
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -506,7 +507,8 @@ def _digest_refused(url: str) -> None:
             for statement in DIGEST_ROWS:
                 conn.execute(text(statement.replace(SHA_B, "not hex: a hand-edited row")))
             before = conn.execute(text(OBSERVATIONS)).all()
-        with pytest.raises(Exception, match=r"hex|invalid"):
+        error = r"not hexadecimal: 'not hex: a hand-edited row'|invalid hexadecimal"
+        with pytest.raises(Exception, match=error):
             upgrade(url)
         engine.dispose()
         with engine.connect() as conn:
@@ -525,3 +527,90 @@ def test_sqlite_observation_digest_refuses_what_is_not_hex(tmp_path) -> None:  #
 def test_postgres_observation_digest_refuses_what_is_not_hex() -> None:
     with scratch_pg_database() as url:
         _digest_refused(url)
+
+
+BEFORE_TIMES = "0025"
+TIME_ROWS = (
+    # (id, valid_from, valid_to) as SQLite held them: SQLAlchemy's text, naive UTC
+    (1, "2026-12-02 00:00:00.000000", "2026-12-03 23:59:59.999999"),
+    (2, "2026-12-03 23:59:59.999999", None),
+    (3, "1999-01-01 12:00:00", "2026-12-03 00:00:00.5"),  # shorter texts, as raw SQL writes
+)
+
+
+def test_sqlite_observation_times_up_down_up(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """0026 keeps SQLite's observation times as integers of microseconds: each reads back
+    as the same aware UTC time, the indexes and their DDL stay, and the downgrade writes
+    SQLAlchemy's text back."""
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    upgrade(url, BEFORE_TIMES)
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            for statement in OBSERVATION_ROWS[:3]:
+                conn.execute(text(statement))
+            for row_id, start, end in TIME_ROWS:
+                conn.execute(
+                    text(
+                        "INSERT INTO price_observation (id, offer_id, amount, currency, "
+                        "valid_from, valid_to, version_from, crawl_run_id) "
+                        "VALUES (:i, 1, '1', 'USD', :f, :t, 1, 1)"
+                    ),
+                    {"i": row_id, "f": start, "t": end},
+                )
+            ddl = conn.execute(text(OBS_INDEX_DDL["sqlite"])).all()
+        upgrade(url)
+        engine.dispose()
+        times = "SELECT id, valid_from, valid_to FROM price_observation ORDER BY id"
+        with engine.connect() as conn:
+            stored = conn.execute(text(times)).all()
+            typed = conn.execute(
+                select(OBS.c.id, OBS.c.valid_from, OBS.c.valid_to).order_by(OBS.c.id)
+            ).all()
+            assert conn.execute(text(OBS_INDEX_DDL["sqlite"])).all() == ddl
+        expected = [
+            (i, datetime.fromisoformat(f).replace(tzinfo=UTC), t and datetime.fromisoformat(t))
+            for i, f, t in TIME_ROWS
+        ]
+        expected = [(i, f, t and t.replace(tzinfo=UTC)) for i, f, t in expected]
+        assert typed == expected
+        assert all(isinstance(v, int) for row in stored for v in row[1:] if v is not None)
+        assert stored[0][1] == 1_796_169_600_000_000  # 2026-12-02T00:00:00Z
+        downgrade(url, BEFORE_TIMES)
+        engine.dispose()
+        with engine.connect() as conn:
+            back = conn.execute(text(times)).all()
+        assert back == [
+            (
+                i,
+                datetime.fromisoformat(f).strftime("%Y-%m-%d %H:%M:%S.%f"),
+                t and datetime.fromisoformat(t).strftime("%Y-%m-%d %H:%M:%S.%f"),
+            )
+            for i, f, t in TIME_ROWS
+        ]
+        upgrade(url)
+        engine.dispose()
+        with engine.connect() as conn:
+            assert conn.execute(text(times)).all() == stored
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_observation_times_refuse_what_is_not_a_time(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    upgrade(url, BEFORE_TIMES)
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            for statement in OBSERVATION_ROWS:
+                conn.execute(text(statement.replace("'2026-12-03 00:00:00', NULL", "'soon', NULL")))
+            before = conn.execute(text("SELECT * FROM price_observation ORDER BY id")).all()
+        with pytest.raises(Exception, match="not one: 'soon'"):
+            upgrade(url)
+        engine.dispose()
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT * FROM price_observation ORDER BY id")).all() == before
+            revision = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+        assert revision == BEFORE_TIMES
+    finally:
+        engine.dispose()
