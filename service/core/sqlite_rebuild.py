@@ -7,8 +7,10 @@ replaced), filled from the old one in rowid order with each changed column compu
 SQL expression of the old row, and renamed over it; its indexes and triggers are created
 again from their exact stored DDL (expression and partial indexes included, which
 Alembic's batch mode, working from reflection, would drop), and the statistics ANALYZE
-kept for them are restored. All of it runs in the caller's transaction: an error (a value
-the expression refuses) rolls everything back and the table is left as it was.
+kept for them are restored. A table that others refer to by foreign key is refused
+(dropping it would delete their parent rows). All of it runs in the caller's
+transaction: an error (a value the expression refuses) rolls everything back and the
+table is left as it was.
 """
 
 from __future__ import annotations
@@ -39,6 +41,12 @@ def rebuild_table(conn: Connection, table: str, changes: Mapping[str, tuple[str,
     unknown = set(changes) - set(columns)
     if unknown:
         raise LookupError(f"{table} has no column {', '.join(sorted(unknown))}")
+    referring = _referring(conn, table)
+    if referring:  # dropping the table would delete (or cascade to) their rows' parents
+        raise ValueError(
+            f"{', '.join(referring)} refer to {table} by foreign key: a rebuild would drop "
+            "their parent rows; not supported"
+        )
     rebuilt = f"{table}_rebuilt"
     ddl = _retyped(str(found), table, rebuilt, {c: t for c, (t, _) in changes.items()})
     dependents = [
@@ -87,6 +95,20 @@ def register(conn: Connection, name: str, convert: Callable[[Any], Any]) -> None
 
     dbapi: Any = conn.connection.dbapi_connection
     dbapi.create_function(name, 1, checked, deterministic=True)
+
+
+def _referring(conn: Connection, table: str) -> list[str]:
+    """The other tables with a foreign key to ``table``."""
+    names = conn.exec_driver_sql(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name != ?", (table,)
+    ).scalars()
+    return [
+        name
+        for name in list(names)
+        if any(
+            row[2] == table for row in conn.exec_driver_sql(f'PRAGMA foreign_key_list("{name}")')
+        )
+    ]
 
 
 def _retyped(ddl: str, table: str, rebuilt: str, types: Mapping[str, str]) -> str:

@@ -81,6 +81,16 @@ def test_unknown_tables_and_columns_are_refused(items: Engine) -> None:
             rebuild_table(conn, "item", {"missing": ("BLOB", "missing")})
 
 
+def test_a_table_others_refer_to_is_refused(items: Engine) -> None:
+    with items.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE child (item_id INTEGER REFERENCES item (id))")
+        conn.exec_driver_sql("INSERT INTO child VALUES (1)")
+    with pytest.raises(ValueError, match="child refer to item"), items.begin() as conn:
+        rebuild_table(conn, "item", {"note": ("BLOB", "note")})
+    with items.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM item")).scalar() == 200
+
+
 @pytest.mark.postgres
 def test_postgresql_is_refused(pg_url: str) -> None:
     pg_engine = make_engine(pg_url)
