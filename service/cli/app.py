@@ -42,9 +42,14 @@ app = typer.Typer(
 
 @app.callback()
 def main(
+    ctx: typer.Context,
     debug: Annotated[bool, typer.Option("--debug", help="show tracebacks")] = False,
 ) -> None:
     set_debug(debug)
+    if ctx.invoked_subcommand != "serve":  # a batch command: its threads share one arena
+        from service.core.memory import one_malloc_arena
+
+        one_malloc_arena()
     from service.alerts.listeners import install  # every ingest writes its alert events
 
     install()
