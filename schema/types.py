@@ -76,11 +76,7 @@ class UTCDateTime(TypeDecorator[datetime]):
     def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
         if value is None:
             return None
-        if not isinstance(value, datetime):
-            raise TypeError(f"expected datetime, got {type(value).__name__}")
-        if value.tzinfo is None:
-            raise ValueError("naive datetime refused: all times are UTC and must say so")
-        value = value.astimezone(UTC)
+        value = aware_utc(value)
         if dialect.name == "sqlite":
             return value.replace(tzinfo=None)
         return value
@@ -97,7 +93,17 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MICROSECOND = timedelta(microseconds=1)
 
 
-class UTCMicros(TypeDecorator[datetime]):
+def aware_utc(value: Any) -> datetime:
+    """``value`` as an aware UTC datetime; a clear error for anything else (a naive
+    datetime included: every time is UTC and must say so)."""
+    if not isinstance(value, datetime):
+        raise TypeError(f"expected datetime, got {type(value).__name__}")
+    if value.tzinfo is None:
+        raise ValueError("naive datetime refused: all times are UTC and must say so")
+    return value.astimezone(UTC)
+
+
+class UTCMicros(UTCDateTime):
     """A UTC timestamp stored compactly: on SQLite an integer of microseconds since
     1970-01-01 UTC (8 bytes, where :class:`UTCDateTime`'s text takes 26), on PostgreSQL a
     ``timestamptz`` as :class:`UTCDateTime` (8 bytes already). Aware UTC in Python either
@@ -114,24 +120,14 @@ class UTCMicros(TypeDecorator[datetime]):
         return dialect.type_descriptor(DateTime(timezone=True))
 
     def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
-        if value is None:
-            return None
-        if not isinstance(value, datetime):
-            raise TypeError(f"expected datetime, got {type(value).__name__}")
-        if value.tzinfo is None:
-            raise ValueError("naive datetime refused: all times are UTC and must say so")
-        if dialect.name == "sqlite":
-            return utc_micros(value)
-        return value.astimezone(UTC)
+        if value is None or dialect.name != "sqlite":
+            return super().process_bind_param(value, dialect)
+        return utc_micros(aware_utc(value))
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
         if isinstance(value, int):
             return EPOCH + value * MICROSECOND
-        if value.tzinfo is None:
-            return value.replace(tzinfo=UTC)
-        return value.astimezone(UTC)
+        return super().process_result_value(value, dialect)
 
 
 def utc_micros(value: datetime) -> int:
