@@ -272,7 +272,7 @@ def _groups_statement(dialect: str, resolution: Resolution, from_start: bool) ->
 
 def _bucket_of(dialect: str, resolution: Resolution) -> ColumnElement[Any]:
     """The UTC day (or the Monday of the ISO week) of ``valid_from``, as a date (PostgreSQL)
-    or ISO text (SQLite, whose timestamps are naive UTC text)."""
+    or ISO text (SQLite, from its integer microseconds: ``schema.types.UTCMicros``)."""
     if dialect == "postgresql":
         utc = func.timezone("UTC", OBS.c.valid_from)
         return cast(func.date_trunc(resolution, utc), Date)
