@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from alembic import op
 
+from schema.types import digest_bytes
 from service.core.sqlite_rebuild import rebuild_table, register
 
 revision: str = "0025"
@@ -31,17 +32,13 @@ HEX = "CASE WHEN raw_sha256 IS NULL THEN NULL ELSE lower(hex(raw_sha256)) END"
 
 
 def _unhex(value: object) -> bytes | None:
-    """SQLite 3.40 has no ``unhex()``: the decoding, registered for the rebuild."""
-    if value is None or isinstance(value, bytes):
-        return value  # type: ignore[return-value]
-    text = str(value)
-    try:
-        raw = bytes.fromhex(text)
-    except ValueError:
-        raw = b""
-    if not raw or len(raw) * 2 != len(text):  # fromhex skips spaces
-        raise ValueError(f"price_observation.raw_sha256 is not hexadecimal: {text[:80]!r}")
-    return raw
+    """SQLite 3.40 has no ``unhex()``: the decoding as ``Digest`` stores it, registered
+    for the rebuild (what is not lowercase hexadecimal text is refused, named)."""
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value
+    return digest_bytes(str(value))
 
 
 def upgrade() -> None:

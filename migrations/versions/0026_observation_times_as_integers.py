@@ -15,10 +15,11 @@ Create Date: 2026-12-05 03:00:00
 """
 
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from alembic import op
 
+from schema.types import EPOCH, MICROSECOND, utc_micros
 from service.core.sqlite_rebuild import rebuild_table, register
 
 revision: str = "0026"
@@ -26,8 +27,6 @@ down_revision: str | Sequence[str] | None = "0025"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-MICROSECOND = timedelta(microseconds=1)
 TEXT = "%Y-%m-%d %H:%M:%S.%f"
 """How SQLite held them (SQLAlchemy's DATETIME text, naive UTC)."""
 COLUMNS = ("valid_from", "valid_to")
@@ -40,9 +39,7 @@ def _micros(value: object) -> int | None:
         when = datetime.fromisoformat(str(value))
     except ValueError:
         raise ValueError(f"price_observation holds a time that is not one: {value!r:.80}") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return (when - EPOCH) // MICROSECOND
+    return utc_micros(when if when.tzinfo else when.replace(tzinfo=UTC))
 
 
 def _text(value: object) -> str | None:
@@ -51,28 +48,20 @@ def _text(value: object) -> str | None:
     return (EPOCH + int(value) * MICROSECOND).strftime(TEXT)  # type: ignore[call-overload]
 
 
-def _register() -> None:
-    register(op.get_bind(), "gpuatlas_micros", _micros)
-    register(op.get_bind(), "gpuatlas_time_text", _text)
+def _rewrite(kind: str, function: str) -> None:
+    """SQLite only: both columns retyped to ``kind``, each value converted by the
+    registered ``function``."""
+    bind = op.get_bind()
+    if bind.dialect.name != "sqlite":
+        return
+    register(bind, "gpuatlas_micros", _micros)
+    register(bind, "gpuatlas_time_text", _text)
+    rebuild_table(bind, "price_observation", {c: (kind, f"{function}({c})") for c in COLUMNS})
 
 
 def upgrade() -> None:
-    if op.get_bind().dialect.name != "sqlite":
-        return
-    _register()
-    rebuild_table(
-        op.get_bind(),
-        "price_observation",
-        {c: ("BIGINT", f"gpuatlas_micros({c})") for c in COLUMNS},
-    )
+    _rewrite("BIGINT", "gpuatlas_micros")
 
 
 def downgrade() -> None:
-    if op.get_bind().dialect.name != "sqlite":
-        return
-    _register()
-    rebuild_table(
-        op.get_bind(),
-        "price_observation",
-        {c: ("DATETIME", f"gpuatlas_time_text({c})") for c in COLUMNS},
-    )
+    _rewrite("DATETIME", "gpuatlas_time_text")

@@ -507,7 +507,7 @@ def _digest_refused(url: str) -> None:
             for statement in DIGEST_ROWS:
                 conn.execute(text(statement.replace(SHA_B, "not hex: a hand-edited row")))
             before = conn.execute(text(OBSERVATIONS)).all()
-        error = r"not hexadecimal: 'not hex: a hand-edited row'|invalid hexadecimal"
+        error = r"hexadecimal digest: 'not hex: a hand-edited row'|invalid hexadecimal"
         with pytest.raises(Exception, match=error):
             upgrade(url)
         engine.dispose()

@@ -7,19 +7,10 @@ import hashlib
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from sqlalchemy import Column, Integer, MetaData, Table, create_engine, insert, select, text
+from sqlalchemy import insert, select, text
 
-from schema.types import Digest, digest_bytes
-
-TABLE = Table("t", MetaData(), Column("id", Integer, primary_key=True), Column("d", Digest))
-
-
-@pytest.fixture
-def sqlite_file(tmp_path):  # type: ignore[no-untyped-def]
-    engine = create_engine(f"sqlite:///{tmp_path / 'd.db'}")
-    TABLE.metadata.create_all(engine)
-    yield engine
-    engine.dispose()
+from schema.types import digest_bytes
+from tests.schema.conftest import TYPED as TABLE
 
 
 @given(st.binary(min_size=1, max_size=64))

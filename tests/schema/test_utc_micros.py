@@ -5,20 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from sqlalchemy import Column, Integer, MetaData, Table, create_engine, insert, select, text
+from sqlalchemy import insert, select, text
 from sqlalchemy.exc import StatementError
 
-from schema.types import UTCMicros
-
-TABLE = Table("t", MetaData(), Column("id", Integer, primary_key=True), Column("at", UTCMicros))
-
-
-@pytest.fixture
-def sqlite_file(tmp_path):  # type: ignore[no-untyped-def]
-    engine = create_engine(f"sqlite:///{tmp_path / 'u.db'}")
-    TABLE.metadata.create_all(engine)
-    yield engine
-    engine.dispose()
+from tests.schema.conftest import TYPED as TABLE
 
 
 def test_stored_as_microseconds_read_as_aware_utc(sqlite_file) -> None:  # type: ignore[no-untyped-def]
