@@ -308,7 +308,14 @@ def load_current(conn: Connection, source: str, *, lines: bool = False) -> Curre
 
 def read_current(conn: Connection, ids: list[int]) -> dict[int, Current]:
     """The stored state of the offers ``ids`` (offer id -> :class:`Current`, with its line
-    digest), read in chunks of :data:`READ_CHUNK` ids."""
+    digest), read in chunks of :data:`READ_CHUNK` ids.
+
+    SQLite: each chunk comes back as one row (its offers' texts joined by
+    :data:`GROUP_SEP`), built in one step of the database. The driver releases the GIL
+    around every step and must win it back after, so a row a step waited once per offer
+    for the validation thread (up to its switch interval): 24 ms for 250 offers while it
+    ran, 1-2 ms after it ended; one row a chunk waits once (docs/benchmarks.md, "One
+    row a chunk")."""
     dialect = conn.dialect.name
     one, tables = _state_sql(dialect, True)
     found: dict[int, Current] = {}
@@ -318,10 +325,17 @@ def read_current(conn: Connection, ids: list[int]) -> dict[int, Current]:
             chunk = ids[start : start + READ_CHUNK]
             if dialect == "postgresql":
                 cursor.execute(f"SELECT {one} FROM {tables} WHERE id = ANY(%s)", (chunk,))
-            else:
+                texts = [text_ for (text_,) in cursor.fetchall()]
+            else:  # the chunk as one row, assembled in one step (see the docstring)
                 markers = ", ".join("?" * len(chunk))
-                cursor.execute(f"SELECT {one} FROM {tables} WHERE id IN ({markers})", chunk)
-            for (text_,) in cursor.fetchall():
+                cursor.execute(
+                    f"SELECT group_concat({one}, char({ord(GROUP_SEP)})) FROM {tables} "
+                    f"WHERE id IN ({markers})",
+                    chunk,
+                )
+                joined = cursor.fetchone()[0]
+                texts = joined.split(GROUP_SEP) if joined else []
+            for text_ in texts:
                 key, _, state = text_.partition(RECORD_SEP)
                 old = Current.parse(key, state)
                 found[old.id] = old
@@ -336,6 +350,8 @@ parameters was 999 before 3.32)."""
 RECORD_SEP = "\x1e"
 """Between an offer's key and state (:func:`read_current`), between the texts of an offer
 and between offers (:func:`load_current`)."""
+GROUP_SEP = "\x1d"
+"""Between offers in :func:`read_current`'s one row of a chunk (SQLite)."""
 STATE_CHUNK = 10_000
 """Offers per fetch of :func:`load_current` (their texts, about 3 MB, are what the read
 holds on top of the compact state)."""

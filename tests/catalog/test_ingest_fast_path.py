@@ -14,6 +14,7 @@ from sqlalchemy import Engine, func, select
 import service.catalog.diff
 import service.catalog.ingest
 import service.catalog.writer
+from schema.prices import OfferLine
 from service.catalog.diff import load_current, read_current
 from service.catalog.ingest import ingest
 from service.catalog.resolver import fingerprint
@@ -189,6 +190,35 @@ def test_the_current_state_text_round_trips(engine: Engine, settings: Settings) 
         assert current.ids[at] == row["id"]
         same = same_digest(f"12.34\x1fUSD\x1f{row['fingerprint']}\x1f{row['status']}")
         assert current.unchanged(at, same)
+
+
+def test_reading_offers_by_id_across_chunks(engine: Engine, settings: Settings) -> None:
+    """read_current answers by id across its chunks of 900 (one row a chunk on SQLite),
+    with each offer's line digest when it has one, and leaves out ids not stored."""
+    ingest(engine, settings, crawl(records(950)))
+    rows = offer_rows(engine)
+    ids = sorted(row["id"] for row in rows.values())
+    lined = {ids[0]: b"\x01" * 16, ids[899]: b"\xab" * 16, ids[900]: b"\xff" * 16}
+    with writer(engine).begin() as conn:
+        conn.execute(
+            OfferLine.__table__.insert(),  # type: ignore[attr-defined]
+            [{"offer_id": k, "digest": v} for k, v in lined.items()],
+        )
+        missing = [ids[-1] + 1, ids[-1] + 1000]
+        stored = read_current(conn, [*reversed(ids), *missing])
+        assert read_current(conn, missing) == {}
+        assert read_current(conn, []) == {}
+    assert sorted(stored) == ids
+    for row in rows.values():
+        old = stored[row["id"]]
+        assert (old.id, old.observation_id, old.amount, old.fingerprint) == (
+            row["id"],
+            row["observation_id"],
+            row["amount"],
+            row["fingerprint"],
+        )
+        expected = lined.get(row["id"])
+        assert old.line == (expected.hex().upper() if expected else None)
 
 
 def _rows(current: CurrentState) -> set[tuple[int, int, bytes, int, int]]:
