@@ -26,7 +26,7 @@ from sqlalchemy import (
 from sqlmodel import Field, SQLModel
 
 from schema.base import metadata  # noqa: F401
-from schema.types import DecimalType, Digest, UTCDateTime, UTCMicros
+from schema.types import DecimalType, UTCDateTime, UTCMicros
 
 
 class CatalogVersion(SQLModel, table=True):
@@ -285,11 +285,12 @@ class PriceObservation(SQLModel, table=True):
     version_from: int
     version_to: int | None = None
     crawl_run_id: int = Field(foreign_key="crawl_run.id")
-    raw_sha256: str | None = Field(
+    payload_id: int | None = Field(
         default=None,
-        sa_type=Digest,
-        description="the sha256 of the raw payload the price was read from (stored as its 32 "
-        "bytes; read back as hexadecimal text)",
+        description="the crawl_run_payload row the price was read from: the payload's sha256, "
+        "URL and fetch time (its crawl run's, or the same bytes' first link when the run "
+        "stored none); null when the crawl had no payload or several and the record was "
+        "not tied to one",
     )
 
 

@@ -72,7 +72,7 @@ OBS_COLUMNS = (
     "fx_rate",
     "fx_date",
     "fx_source",
-    "raw_sha256",
+    "payload_id",
 )
 """An observation's row, as built and as the outbox reads it (``gpu_hour_usd`` is a
 Decimal there); valid_from, version_from and crawl_run_id are constants of the insert."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from sqlalchemy import Connection, Engine, insert, select, text, update
+from sqlalchemy import Connection, Engine, func, insert, select, text, update
 
 from schema.crawl import CrawlRun, CrawlRunPayload, RawPayload, RejectedRecord, UnmappedName
 from schema.enums import CrawlStatus
@@ -137,6 +137,17 @@ def store_payloads(conn: Connection, run_id: int, payloads: list[Payload]) -> No
             for p in payloads
         ],
     )
+
+
+def run_payload_ids(conn: Connection, run_id: int) -> dict[str, int]:
+    """The ``crawl_run_payload`` rows of run ``run_id`` by payload sha256 (a body fetched
+    at two URLs: its first row), what the run's price observations refer to."""
+    rows = conn.execute(
+        select(RUN_PAYLOAD.c.sha256, func.min(RUN_PAYLOAD.c.id))
+        .where(RUN_PAYLOAD.c.crawl_run_id == run_id)
+        .group_by(RUN_PAYLOAD.c.sha256)
+    )
+    return {sha256: int(first) for sha256, first in rows}
 
 
 def store_rejections(conn: Connection, run_id: int, rejections: list[Rejection]) -> None:

@@ -25,7 +25,6 @@ from schema.prices import (
     sort_key_e10,
 )
 from schema.records import OfferRecord
-from schema.types import digest_bytes
 from service.catalog.bulk import (
     bulk_binder,
     bulk_insert,
@@ -53,6 +52,7 @@ from service.catalog.fx import FxTable
 from service.catalog.refcheck import Load, foreign_keys_checked_per_load
 from service.catalog.resolver import Resolver, trim_memos
 from service.catalog.results import CrawlResult
+from service.catalog.runs import run_payload_ids
 from service.catalog.sort_keys import refresh_pflop_keys
 from service.core.units import gpu_hourly, instance_hourly, q
 
@@ -115,13 +115,13 @@ class Writer:
         its first batch (see :meth:`_scale`)."""
         self._foreseen = 0
         payloads = crawl.payloads
-        self._digests: dict[str, bytes] = {}
-        self.raw_sha256 = self._digest(payloads[0].sha256) if len(payloads) == 1 else None
-        """The one payload's sha256, as stored (its bytes: ``schema.types.Digest``)."""
-        self.record_payloads: Mapping[int, bytes | None] = {}
-        """The batch being written: id(record) -> sha256 of the payload it was parsed from,
-        as stored (a crawl of several payloads; empty: :attr:`raw_sha256`, the one
-        payload's)."""
+        self._payload_ids = run_payload_ids(conn, run_id) if payloads else {}
+        self.payload_id = self._payload(payloads[0].sha256) if len(payloads) == 1 else None
+        """The ``crawl_run_payload`` row of the crawl's one payload."""
+        self.record_payloads: Mapping[int, int | None] = {}
+        """The batch being written: id(record) -> the ``crawl_run_payload`` row of the
+        payload it was parsed from (a crawl of several payloads; empty:
+        :attr:`payload_id`, the one payload's)."""
         self.observations: list[tuple[Any, ...]] = []
         """Observation rows bound in Python (all of them, or the repriced ones only when
         the new offers' were staged: see :meth:`observation_rows`)."""
@@ -251,15 +251,15 @@ class Writer:
         )
         return observed, hourly_usd
 
-    def _payload_of(self, record: OfferRecord) -> bytes | None:
-        return self.record_payloads.get(id(record), self.raw_sha256)
+    def _payload_of(self, record: OfferRecord) -> int | None:
+        return self.record_payloads.get(id(record), self.payload_id)
 
-    def _digest(self, sha256: str) -> bytes:
-        """A payload's sha256 as stored, converted once per payload."""
-        stored = self._digests.get(sha256)
-        if stored is None:
-            stored = self._digests[sha256] = digest_bytes(sha256)
-        return stored
+    def _payload(self, sha256: str) -> int:
+        """The ``crawl_run_payload`` row this run stored for the payload ``sha256``."""
+        found = self._payload_ids.get(sha256)
+        if found is None:  # the ingest stores the crawl's payloads before its writes
+            raise LookupError(f"crawl run {self.run_id} stored no payload {sha256}")
+        return found
 
     def open_version(self, source: str) -> None:
         """Insert this ingest's catalog version (its counts are set by
@@ -292,9 +292,9 @@ class Writer:
         of its records' payload, by ``id(record)``, when the crawl has several payloads
         (the caller holds the batch's records while it is written, so ids are sound)."""
         conn = self.conn
-        digest = self._digest
+        payload = self._payload
         self.record_payloads = {
-            record: None if sha256 is None else digest(sha256)
+            record: None if sha256 is None else payload(sha256)
             for record, sha256 in (payloads or {}).items()
         }
         self.observations = []
@@ -423,7 +423,7 @@ class Writer:
         prices, price_of = self._prices, self._price
         memo, bound_of, as_is = self._bound, self.bound_attributes, not self._binds_text
         payload_of = self._payload_of if self.record_payloads else None
-        raw, split, pflop_key = self.raw_sha256, str.split, self.pflop_key
+        raw, split, pflop_key = self.payload_id, str.split, self.pflop_key
         for offer_id, (key, record, attributes, digest) in enumerate(new, next_offer):
             fields = record.__dict__
             price = prices.get(  # _price_key(fields), inlined: hot loop
@@ -517,11 +517,11 @@ class Writer:
         self._lazy_new_observations = (diff.in_key_order, next_offer, first_obs)
         offers: tuple[str, ...] = ("n", *OFFER_COLUMNS[1:6], "aid", "pid")
         if payload_of:
-            offers += ("raw_sha256",)
+            offers += ("payload_id",)
         conn = self.conn
-        shared = (self.raw_sha256, *offer_constants.values(), *obs_constants.values())
+        shared = (self.payload_id, *offer_constants.values(), *obs_constants.values())
         literals = [sqlite_literal(value) for value in shared]
-        raw = "n.raw_sha256" if payload_of else literals[0]
+        raw = "n.payload_id" if payload_of else literals[0]
         offer_literals = literals[1 : 1 + len(offer_constants)]
         obs_literals = literals[1 + len(offer_constants) :]
         offer_id, obs_id = f"n.n + {next_offer - 1}", f"n.n + {first_obs - 1}"
@@ -586,7 +586,7 @@ class Writer:
         if self._lazy_new_observations is None:
             return self.observations
         new, next_offer, first_obs = self._lazy_new_observations
-        payload_of, raw = self._payload_of, self.raw_sha256
+        payload_of, raw = self._payload_of, self.payload_id
         rows = [
             (
                 first_obs + i,

@@ -24,7 +24,14 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql.elements import ColumnElement
 
-from service.query.sql import MICROS_PER_SECOND, OBS, OFFER, NotFound, unix_seconds
+from service.query.sql import (
+    MICROS_PER_SECOND,
+    OBS,
+    OFFER,
+    NotFound,
+    payload_sha256,
+    unix_seconds,
+)
 
 HISTORY_COLUMNS = (
     OBS.c.id,
@@ -40,7 +47,7 @@ HISTORY_COLUMNS = (
     OBS.c.version_from,
     OBS.c.version_to,
     OBS.c.crawl_run_id,
-    OBS.c.raw_sha256,
+    payload_sha256(),
 )
 
 

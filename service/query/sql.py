@@ -24,7 +24,7 @@ from sqlalchemy.types import BigInteger, Float, Integer, Numeric
 
 from schema.catalog import GpuModel, Provider, Region
 from schema.compliance import Certification, GpuClassification
-from schema.crawl import CrawlRun
+from schema.crawl import CrawlRun, CrawlRunPayload
 from schema.enums import OfferStatus
 from schema.prices import (
     OBS_GPU_HOUR_KEY_SQLITE,
@@ -43,6 +43,7 @@ GPU = GpuModel.__table__  # type: ignore[attr-defined]
 PROVIDER = Provider.__table__  # type: ignore[attr-defined]
 REGION = Region.__table__  # type: ignore[attr-defined]
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]
+RUN_PAYLOAD = CrawlRunPayload.__table__  # type: ignore[attr-defined]
 CERT = Certification.__table__  # type: ignore[attr-defined]
 CLASSIFICATION = GpuClassification.__table__  # type: ignore[attr-defined]
 LOCATION = OfferLocation.__table__  # type: ignore[attr-defined]
@@ -59,6 +60,18 @@ SORT_KEYS: tuple[str, ...] = (
 
 class NotFound(LookupError):
     """The named thing does not exist."""
+
+
+def payload_sha256(obs: Any = OBS) -> Any:
+    """The sha256 of the payload an observation's price was read from, as ``raw_sha256``:
+    the observation names its ``crawl_run_payload`` row (an integer: a crawl's many rows
+    share a few payloads), whose primary key finds the digest."""
+    return (
+        select(RUN_PAYLOAD.c.sha256)
+        .where(RUN_PAYLOAD.c.id == obs.c.payload_id)
+        .scalar_subquery()
+        .label("raw_sha256")
+    )
 
 
 OFFER_COLUMNS = (
@@ -99,7 +112,7 @@ OFFER_COLUMNS = (
     OBS.c.fx_rate,
     OBS.c.fx_date,
     OBS.c.crawl_run_id,
-    OBS.c.raw_sha256,
+    payload_sha256(),
     OBS.c.version_from,
 )
 

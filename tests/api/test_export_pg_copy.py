@@ -139,9 +139,24 @@ def _build(url: str, n: int = 60) -> Engine:
                     gpu_name_raw=value, sku=f"{value}#{k}", region=value[:100], source_url=value
                 )
             )
-            conn.execute(  # any bytes at all (a digest is stored as bytes): hex either way
-                text("UPDATE price_observation SET raw_sha256 = :raw WHERE offer_id = :id"),
-                {"raw": value.encode()[-64:] or b"\x00", "id": offer_id},
+            digest = f"{k}:{value}"[:64]  # any text a payload row holds, exported as is
+            conn.execute(
+                text(
+                    "INSERT INTO raw_payload (sha256, size, compressed, first_seen_at) "
+                    "VALUES (:d, 0, '', now())"
+                ),
+                {"d": digest},
+            )
+            link = conn.execute(
+                text(
+                    "INSERT INTO crawl_run_payload (crawl_run_id, sha256, url, fetched_at) "
+                    "SELECT min(id), :d, :d, now() FROM crawl_run RETURNING id"
+                ),
+                {"d": digest},
+            ).scalar()
+            conn.execute(
+                text("UPDATE price_observation SET payload_id = :p WHERE offer_id = :id"),
+                {"p": link, "id": offer_id},
             )
         times = [
             "2026-01-02 03:04:05+00",  # no microseconds: isoformat leaves them out

@@ -173,7 +173,7 @@ def repriced(amount: Decimal, derived: list[Decimal | None], new: Decimal) -> li
 PREHISTORY_COLUMNS = (
     "id, offer_id, amount, currency, hourly_amount, amount_usd, hourly_usd, gpu_hour_usd, "
     "fx_rate, fx_date, fx_source, valid_from, valid_to, version_from, version_to, "
-    "crawl_run_id, raw_sha256"
+    "crawl_run_id, payload_id"
 )
 
 
@@ -187,7 +187,7 @@ def prehistory(engine: Engine, start: datetime, first: datetime) -> None:
         seeds = conn.execute(
             text(
                 "SELECT offer_id, amount, currency, hourly_amount, amount_usd, hourly_usd, "
-                "gpu_hour_usd, fx_rate, fx_date, fx_source, crawl_run_id, raw_sha256 "
+                "gpu_hour_usd, fx_rate, fx_date, fx_source, crawl_run_id, payload_id "
                 "FROM price_observation WHERE version_from = 1 ORDER BY offer_id"
             )
         ).all()

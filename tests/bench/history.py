@@ -56,10 +56,10 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, event, select, text
+from sqlalchemy import Connection, Engine, event, func, select, text
 
 from schema.prices import sort_key_e10
-from schema.types import digest_bytes, utcnow
+from schema.types import utcnow
 from service.alerts.listeners import install
 from service.catalog.bulk import bulk_insert
 from service.catalog.ingest import ingest
@@ -143,7 +143,7 @@ OBS_COLUMNS = (
     "version_from",
     "version_to",
     "crawl_run_id",
-    "raw_sha256",
+    "payload_id",
 )
 
 
@@ -176,6 +176,8 @@ def versions(engine: Engine, start: datetime, count: int) -> None:
             ).order_by(OBS.c.offer_id)
         ).all()
         first_run = int(conn.execute(select(RUN.c.id).order_by(RUN.c.id.desc())).scalar() or 0)
+        payloads = _table(conn, "crawl_run_payload")
+        first_payload = int(conn.execute(select(func.max(payloads.c.id))).scalar() or 0) + 1
     n = len(seeds)
     now = utcnow()
     step = (now - start) / (count + 1)
@@ -187,7 +189,7 @@ def versions(engine: Engine, start: datetime, count: int) -> None:
             changes[position].append(version)
     run_of = {version: first_run + version - 1 for version in range(2, count + 2)}
     sha_of = {v: hashlib.sha256(f"bench crawl {v}".encode()).hexdigest() for v in run_of}
-    stored_sha = {v: digest_bytes(sha) for v, sha in sha_of.items()}  # as Digest stores it
+    payload_of = {v: first_payload + k for k, v in enumerate(run_of)}  # its crawl_run_payload
     as_stored = OBS.c.valid_from.type.bind_processor(engine.dialect)  # UTCMicros
     obs_when = [as_stored(w) for w in when] if as_stored else when
     # each offer alternates between its first price and one a cent above it
@@ -215,7 +217,7 @@ def versions(engine: Engine, start: datetime, count: int) -> None:
                 closing = his[done + 1] if done + 1 < len(his) else None
                 prices = variants[position][(done + 1) % 2]
                 row = _row(next_id, seed, prices, variants[position], version, closing, obs_when)
-                yield (*row[:-2], run_of[version], stored_sha[version])
+                yield (*row[:-2], run_of[version], payload_of[version])
                 next_id += 1
 
     with engine.begin() as conn:
@@ -250,9 +252,9 @@ def versions(engine: Engine, start: datetime, count: int) -> None:
         bulk_insert(
             conn,
             _table(conn, "crawl_run_payload"),
-            ("crawl_run_id", "sha256", "url", "status_code", "fetched_at"),
+            ("id", "crawl_run_id", "sha256", "url", "status_code", "fetched_at"),
             [
-                (run_of[v], sha, "https://bench.invalid/", 200, when[v - 1])
+                (payload_of[v], run_of[v], sha, "https://bench.invalid/", 200, when[v - 1])
                 for v, sha in sha_of.items()
             ],
         )

@@ -283,7 +283,11 @@ def test_every_bulk_path_stores_the_same_rows(
                 "acme", batch, payloads=[Payload("https://acme.example/p", b"one page", now)]
             )
             if payloads == "per-record":
-                crawl.records = _PerRecord(batch)
+                crawl.payloads = [
+                    Payload(f"https://acme.example/p{i}", f"page {i}".encode(), now)
+                    for i in range(4)
+                ]
+                crawl.records = _PerRecord(batch, [p.sha256 for p in crawl.payloads])
             result = ingest(engine, settings, crawl, now=now)
             assert result.status.value == "ok"
         with engine.connect() as conn:
@@ -322,8 +326,10 @@ def test_every_bulk_path_stores_the_same_rows(
     assert "Odd\\GPU\t1\n%s %% 'q'" in stored  # escaped on the way in, exact on the way out
     assert any(value.endswith("\t\\N 'x' \"y\" \\") for value in stored)
     assert any(row._mapping["gpu_hour_usd"] is not None for row in offers)  # converted prices
+    # each observation names a crawl_run_payload row of its own run (both runs reprice
+    # every offer): one payload a crawl, or four
     raw = {row[-1] for row in dumps[0][0]["price_observation"]}
-    assert len(raw) == (4 if payloads == "per-record" else 1)
+    assert len(raw) == (8 if payloads == "per-record" else 2)
 
 
 @pytest.mark.parametrize("path", ["rows", "staged"])
@@ -633,11 +639,12 @@ class _PerRecord:
     """Records each with a payload of its own, as a crawl of several payloads hands them
     (service.catalog.validation.SourcedRecords)."""
 
-    def __init__(self, records: list[OfferRecord]) -> None:
-        self.records = records
+    def __init__(self, records: list[OfferRecord], digests: list[str]) -> None:
+        self.records, self.digests = records, digests
 
     def __iter__(self) -> Iterator[OfferRecord]:
         return iter(self.records)
 
     def sourced(self) -> Iterator[Sourced]:
-        return (Sourced(r, f"{i % 4:064x}") for i, r in enumerate(self.records))
+        digests = self.digests
+        return (Sourced(r, digests[i % len(digests)]) for i, r in enumerate(self.records))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -14,11 +15,12 @@ from schema.crawl import CrawlRun, CrawlRunPayload, RawPayload, RejectedRecord, 
 from service.catalog.fx import Rate, store_rates
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult, Payload, Rejection
-from service.catalog.validation import StreamValidator
+from service.catalog.validation import Sourced, StreamValidator
 from service.core.config import Settings
 from service.core.db import writer
 from service.query.history import offer_history
 from service.query.offers import get_offer
+from service.query.sql import RUN_PAYLOAD, payload_sha256
 from tests.support.factories import (
     OBS,
     OFFER,
@@ -238,9 +240,60 @@ def test_provenance_raw_payload_is_stored_once_and_referenced(
     ingest(engine, settings, crawl(records(3, bump_every=1), payloads=[payload]))
     with engine.connect() as conn:
         blobs = conn.execute(select(RawPayload.__table__)).mappings().all()  # type: ignore[attr-defined]
-        shas = set(conn.execute(select(OBS.c.raw_sha256)).scalars())
+        shas = set(conn.execute(select(payload_sha256()).select_from(OBS)).scalars())
+        links = conn.execute(  # each observation names a payload row of its own run
+            select(OBS.c.crawl_run_id, RUN_PAYLOAD.c.crawl_run_id, RUN_PAYLOAD.c.url).join(
+                RUN_PAYLOAD, RUN_PAYLOAD.c.id == OBS.c.payload_id
+            )
+        ).all()
+        observations = conn.execute(select(func.count()).select_from(OBS)).scalar()
     assert len(blobs) == 1 and blobs[0]["size"] == len(body)
     assert shas == {payload.sha256}
+    assert len(links) == observations == 6
+    assert all(run == linked and url == payload.url for run, linked, url in links)
+
+
+class _Paged:
+    """Records each tied to a payload by sha256, as a crawl of several pages hands them."""
+
+    def __init__(self, recs: list[Any], digests: list[str]) -> None:
+        self.recs, self.digests = recs, digests
+
+    def __iter__(self) -> Any:
+        return iter(self.recs)
+
+    def sourced(self) -> Any:
+        return (Sourced(r, self.digests[i % len(self.digests)]) for i, r in enumerate(self.recs))
+
+
+def test_each_price_names_the_page_it_was_read_from(engine: Engine, settings: Settings) -> None:
+    now = datetime.now(UTC)
+    pages = [Payload(f"https://example.test/p{i}", f"page {i}".encode(), now) for i in range(3)]
+    recs = records(6)
+    ingest(engine, settings, crawl(_Paged(recs, [p.sha256 for p in pages]), payloads=pages))
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(OBS.c.offer_id, RUN_PAYLOAD.c.url, RUN_PAYLOAD.c.sha256)
+            .join(RUN_PAYLOAD, RUN_PAYLOAD.c.id == OBS.c.payload_id)
+            .order_by(OBS.c.offer_id)
+        ).all()
+    assert [(url, sha) for _, url, sha in rows] == [
+        (pages[i % 3].url, pages[i % 3].sha256) for i in range(6)
+    ]
+
+
+def test_a_price_tied_to_a_payload_the_crawl_did_not_keep_fails_the_ingest(
+    engine: Engine, settings: Settings
+) -> None:
+    """Provenance is never invented or dropped: a record naming a payload that is not
+    among the crawl's fails the ingest, which keeps nothing."""
+    now = datetime.now(UTC)
+    pages = [Payload(f"https://example.test/p{i}", f"page {i}".encode(), now) for i in range(2)]
+    stray = hashlib.sha256(b"a page never stored").hexdigest()
+    paged = _Paged(records(4), [pages[0].sha256, pages[1].sha256, stray])
+    with pytest.raises(LookupError, match=f"stored no payload {stray}"):
+        ingest(engine, settings, crawl(paged, payloads=pages))
+    assert count(engine, OBS) == 0 and count(engine, RUN_PAYLOAD) == 0
 
 
 def test_a_quarantined_crawl_keeps_its_raw_payload_and_a_failed_ingest_keeps_none(

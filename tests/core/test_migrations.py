@@ -8,12 +8,14 @@ from datetime import UTC, datetime
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import Engine, inspect, select, text
+from sqlalchemy import Engine, column, inspect, select, table, text
 
 import schema
 from schema.prices import OBS_GPU_HOUR_KEY_SQLITE, PriceObservation
+from schema.types import Digest
 from service.core.db import make_engine
 from service.core.migrate import downgrade, on_dialect, upgrade
+from service.query.sql import payload_sha256
 from tests.conftest import scratch_pg_database
 
 OBS = PriceObservation.__table__  # type: ignore[attr-defined]
@@ -171,6 +173,7 @@ OBSERVATIONS = (
 BEFORE_HISTORY_INDEXES = "0018"
 BEFORE_DIGEST = "0024"
 """The revision 0014 follows (main merged 0018 after 0013 first)."""
+DIGEST = "0025"
 
 
 def _history_indexes_roundtrip(url: str) -> None:
@@ -458,11 +461,15 @@ def _digest_roundtrip(url: str) -> None:
                 else []
             )
         assert [row[-1] for row in before] == [SHA_A, SHA_B, None]
-        upgrade(url)
+        upgrade(url, DIGEST)
         engine.dispose()
         with engine.connect() as conn:
             stored = conn.execute(text(STORED[dialect])).all()
-            typed = conn.execute(select(OBS.c.id, OBS.c.raw_sha256).order_by(OBS.c.id)).all()
+            typed = conn.execute(
+                select(column("id"), column("raw_sha256", Digest))
+                .select_from(table("price_observation"))
+                .order_by(column("id"))
+            ).all()
             assert conn.execute(text(OBS_INDEX_DDL[dialect])).all() == ddl
             if dialect == "sqlite":
                 assert conn.execute(text("SELECT * FROM sqlite_stat1 ORDER BY idx")).all() == stats
@@ -479,7 +486,7 @@ def _digest_roundtrip(url: str) -> None:
         with engine.connect() as conn:
             assert conn.execute(text(OBSERVATIONS)).all() == before
             assert conn.execute(text(OBS_INDEX_DDL[dialect])).all() == ddl
-        upgrade(url)
+        upgrade(url, DIGEST)
         engine.dispose()
         with engine.connect() as conn:
             assert conn.execute(text(STORED[dialect])).all() == stored
@@ -509,7 +516,7 @@ def _digest_refused(url: str) -> None:
             before = conn.execute(text(OBSERVATIONS)).all()
         error = r"hexadecimal digest: 'not hex: a hand-edited row'|invalid hexadecimal"
         with pytest.raises(Exception, match=error):
-            upgrade(url)
+            upgrade(url, DIGEST)
         engine.dispose()
         with engine.connect() as conn:
             assert conn.execute(text(OBSERVATIONS)).all() == before
@@ -530,6 +537,7 @@ def test_postgres_observation_digest_refuses_what_is_not_hex() -> None:
 
 
 BEFORE_TIMES = "0025"
+TIMES = "0026"
 TIME_ROWS = (
     # (id, valid_from, valid_to) as SQLite held them: SQLAlchemy's text, naive UTC
     (1, "2026-12-02 00:00:00.000000", "2026-12-03 23:59:59.999999"),
@@ -559,7 +567,7 @@ def test_sqlite_observation_times_up_down_up(tmp_path) -> None:  # type: ignore[
                     {"i": row_id, "f": start, "t": end},
                 )
             ddl = conn.execute(text(OBS_INDEX_DDL["sqlite"])).all()
-        upgrade(url)
+        upgrade(url, TIMES)
         engine.dispose()
         times = "SELECT id, valid_from, valid_to FROM price_observation ORDER BY id"
         with engine.connect() as conn:
@@ -588,7 +596,7 @@ def test_sqlite_observation_times_up_down_up(tmp_path) -> None:  # type: ignore[
             )
             for i, f, t in TIME_ROWS
         ]
-        upgrade(url)
+        upgrade(url, TIMES)
         engine.dispose()
         with engine.connect() as conn:
             assert conn.execute(text(times)).all() == stored
@@ -606,7 +614,7 @@ def test_sqlite_observation_times_refuse_what_is_not_a_time(tmp_path) -> None:  
                 conn.execute(text(statement.replace("'2026-12-03 00:00:00', NULL", "'soon', NULL")))
             before = conn.execute(text("SELECT * FROM price_observation ORDER BY id")).all()
         with pytest.raises(Exception, match="not one: 'soon'"):
-            upgrade(url)
+            upgrade(url, TIMES)
         engine.dispose()
         with engine.connect() as conn:
             assert conn.execute(text("SELECT * FROM price_observation ORDER BY id")).all() == before
@@ -614,3 +622,155 @@ def test_sqlite_observation_times_refuse_what_is_not_a_time(tmp_path) -> None:  
         assert revision == BEFORE_TIMES
     finally:
         engine.dispose()
+
+
+BEFORE_PAYLOAD_ROW = "0026"
+SHA_C = hashlib.sha256(b"c").hexdigest()
+
+
+def _payload_rows(dialect: str) -> list[str]:
+    """At 0026: two runs; run 1 fetched payload A at two URLs (rows 10, 11) and B (12),
+    run 2 fetched C (20); observations read from A in run 1, B in run 1, A in run 2 (whose
+    run stored no link for A: the same bytes' first row, 10), C in run 2, and none."""
+
+    def blob(sha: str) -> str:
+        return f"X'{sha}'" if dialect == "sqlite" else f"decode('{sha}', 'hex')"
+
+    at = "1796169600000000" if dialect == "sqlite" else "'2026-12-02 00:00:00+00'"
+    runs = [
+        f"INSERT INTO crawl_run (id, source, trigger, started_at, status, source_urls, seen, "
+        f"added, changed, withdrawn, updated, rejected, unmapped) VALUES ({run}, 'm', 'cli', "
+        "'2026-12-02 00:00:00', 'ok', '[]', 1, 1, 0, 0, 0, 0, 0)"
+        for run in (1, 2)
+    ]
+    payloads = [
+        f"INSERT INTO raw_payload (sha256, size, compressed, first_seen_at) VALUES "
+        f"('{sha}', 1, {blob('00')}, '2026-12-02 00:00:00')"
+        for sha in (SHA_A, SHA_B, SHA_C)
+    ]
+    links = [
+        f"INSERT INTO crawl_run_payload (id, crawl_run_id, sha256, url, fetched_at) VALUES "
+        f"({row}, {run}, '{sha}', '{url}', '2026-12-02 00:00:00')"
+        for row, run, sha, url in (
+            (11, 1, SHA_A, "https://m.example/second"),
+            (10, 1, SHA_A, "https://m.example/first"),
+            (12, 1, SHA_B, "https://m.example/b"),
+            (20, 2, SHA_C, "https://m.example/c"),
+        )
+    ]
+    observations = [
+        f"INSERT INTO price_observation (id, offer_id, amount, currency, valid_from, "
+        f"version_from, crawl_run_id, raw_sha256) VALUES ({row}, 1, '2.5', 'USD', {at}, "
+        f"{row}, {run}, {blob(sha) if sha else 'NULL'})"
+        for row, run, sha in (
+            (1, 1, SHA_A),
+            (2, 1, SHA_B),
+            (3, 2, SHA_A),
+            (4, 2, SHA_C),
+            (5, 2, None),
+        )
+    ]
+    return [OBSERVATION_ROWS[0], *runs, OBSERVATION_ROWS[2], *payloads, *links, *observations]
+
+
+PAYLOAD_IDS = [(1, 10), (2, 12), (3, 10), (4, 20), (5, None)]
+
+
+def _payload_row_roundtrip(url: str) -> None:
+    """0027 points each observation at its run's first crawl_run_payload row for its
+    digest (else the same bytes' first row): the API reads the same sha256 back, every
+    index and its statistics stay, and the downgrade writes each digest's bytes back."""
+    upgrade(url, BEFORE_PAYLOAD_ROW)
+    engine = make_engine(url)
+    dialect = engine.dialect.name
+    digests = "SELECT id, raw_sha256 FROM price_observation ORDER BY id"
+    try:
+        with engine.begin() as conn:
+            for statement in _payload_rows(dialect):
+                conn.execute(text(statement))
+            if dialect == "sqlite":
+                conn.execute(text("ANALYZE"))
+            before = [(i, d and bytes(d)) for i, d in conn.execute(text(digests))]
+            ddl = conn.execute(text(OBS_INDEX_DDL[dialect])).all()
+            stats = (
+                conn.execute(text("SELECT * FROM sqlite_stat1 ORDER BY idx")).all()
+                if dialect == "sqlite"
+                else []
+            )
+        assert before[0][1] == bytes.fromhex(SHA_A) and before[4][1] is None
+        upgrade(url)
+        engine.dispose()
+        with engine.connect() as conn:
+            stored = conn.execute(
+                text("SELECT id, payload_id FROM price_observation ORDER BY id")
+            ).all()
+            read = conn.execute(select(OBS.c.id, payload_sha256()).order_by(OBS.c.id)).all()
+            assert conn.execute(text(OBS_INDEX_DDL[dialect])).all() == ddl
+            if dialect == "sqlite":
+                assert conn.execute(text("SELECT * FROM sqlite_stat1 ORDER BY idx")).all() == stats
+                assert conn.execute(text("PRAGMA foreign_key_check")).all() == []
+                kinds = conn.execute(
+                    text("SELECT DISTINCT typeof(payload_id) FROM price_observation")
+                ).scalars()
+                assert set(kinds) == {"integer", "null"}
+        assert stored == PAYLOAD_IDS
+        assert read == [(1, SHA_A), (2, SHA_B), (3, SHA_A), (4, SHA_C), (5, None)]
+        downgrade(url, BEFORE_PAYLOAD_ROW)
+        engine.dispose()
+        with engine.connect() as conn:
+            assert [(i, d and bytes(d)) for i, d in conn.execute(text(digests))] == before
+            assert conn.execute(text(OBS_INDEX_DDL[dialect])).all() == ddl
+        upgrade(url)
+        engine.dispose()
+        with engine.connect() as conn:
+            again = conn.execute(
+                text("SELECT id, payload_id FROM price_observation ORDER BY id")
+            ).all()
+        assert again == PAYLOAD_IDS
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_observation_payload_row_up_down_up(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _payload_row_roundtrip(f"sqlite:///{tmp_path / 'm.db'}")
+
+
+@pytest.mark.postgres
+def test_postgres_observation_payload_row_up_down_up() -> None:
+    with scratch_pg_database() as url:
+        _payload_row_roundtrip(url)
+
+
+def _payload_row_refused(url: str) -> None:
+    """A digest that no crawl_run_payload row holds stops 0027, named, and nothing
+    changes: its provenance would be lost."""
+    upgrade(url, BEFORE_PAYLOAD_ROW)
+    engine = make_engine(url)
+    dialect = engine.dialect.name
+    orphan = hashlib.sha256(b"orphan").hexdigest()
+    try:
+        blob = f"X'{orphan}'" if dialect == "sqlite" else f"decode('{orphan}', 'hex')"
+        with engine.begin() as conn:
+            for statement in _payload_rows(dialect):
+                conn.execute(text(statement))
+            conn.execute(text(f"UPDATE price_observation SET raw_sha256 = {blob} WHERE id = 4"))
+            before = conn.execute(text("SELECT * FROM price_observation ORDER BY id")).all()
+        with pytest.raises(ValueError, match=f"price observation 4 was read from payload {orphan}"):
+            upgrade(url)
+        engine.dispose()
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT * FROM price_observation ORDER BY id")).all() == before
+            revision = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+        assert revision == BEFORE_PAYLOAD_ROW
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_observation_payload_row_refuses_an_unknown_digest(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _payload_row_refused(f"sqlite:///{tmp_path / 'm.db'}")
+
+
+@pytest.mark.postgres
+def test_postgres_observation_payload_row_refuses_an_unknown_digest() -> None:
+    with scratch_pg_database() as url:
+        _payload_row_refused(url)

@@ -95,5 +95,5 @@ def test_a_table_others_refer_to_is_refused(items: Engine) -> None:
 def test_postgresql_is_refused(pg_url: str) -> None:
     pg_engine = make_engine(pg_url)
     with pg_engine.connect() as conn, pytest.raises(ValueError, match="for SQLite"):
-        rebuild_table(conn, "price_observation", {"raw_sha256": ("BLOB", "raw_sha256")})
+        rebuild_table(conn, "price_observation", {"payload_id": ("BLOB", "payload_id")})
     pg_engine.dispose()

@@ -42,6 +42,7 @@ from service.core.config import Settings
 from service.core.db import make_engine
 from service.crawl.records import CrawlRecords
 from service.crawl.run import crawl_source
+from service.query.sql import payload_sha256
 from tests.support.factories import catalog_state
 from tests.support.peer_csv import parsed_as_before, peer_csv
 from tests.support.replay import ReplayServer, Reply
@@ -118,7 +119,7 @@ def provenance(engine: Engine) -> dict[str, str | None]:
     """Each offer's sku -> the payload (sha256) its open observation links to."""
     with engine.connect() as conn:
         rows = conn.execute(
-            select(OFFER.c.sku, OBS.c.raw_sha256)
+            select(OFFER.c.sku, payload_sha256())
             .join(OBS, OBS.c.offer_id == OFFER.c.id)
             .where(OBS.c.valid_to.is_(None))
         ).all()
@@ -387,7 +388,7 @@ def _peer_state(engine: Engine, name: str) -> tuple[list[dict[str, Any]], set[st
     amount, and the payloads those observations link to."""
     with engine.connect() as conn:
         rows = conn.execute(
-            select(OFFER, OBS.c.amount.label("observed"), OBS.c.raw_sha256)
+            select(OFFER, OBS.c.amount.label("observed"), payload_sha256())
             .join(OBS, OBS.c.offer_id == OFFER.c.id)
             .where(OFFER.c.source == name, OBS.c.valid_to.is_(None))
         ).mappings()

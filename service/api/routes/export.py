@@ -56,7 +56,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.types import TypeDecorator
 
-from schema.types import DecimalType, Digest, UTCDateTime, decimal_to_text
+from schema.types import DecimalType, UTCDateTime, decimal_to_text
 from service.api.deps import ConnDep, cache, get_engine, reject_unknown_params
 from service.api.params import FILTER_PARAMS, ListingDep
 from service.catalog.locations import locations_text
@@ -185,15 +185,13 @@ def _memo(convert: Convert) -> Convert:
     return once
 
 
-Kind = Literal["bool", "datetime", "decimal", "date", "digest", "text", "number"]
+Kind = Literal["bool", "datetime", "decimal", "date", "text", "number"]
 
 
 def _kind(column: Any) -> Kind:
     """What a column holds, by its SQL type (``python_type`` says ``object`` for the
     project's and SQLModel's own types)."""
     kind = column.type
-    if isinstance(kind, Digest):
-        return "digest"
     if isinstance(kind, TypeDecorator) and not isinstance(kind, DecimalType | UTCDateTime):
         kind = kind.impl  # e.g. SQLModel's AutoString: a String
     if isinstance(kind, DecimalType):
@@ -228,13 +226,7 @@ def _converters(dialect: Dialect, jsonl: bool) -> list[tuple[int, Convert]]:
             out.append((position, _memo(decimal_to_text)))
         elif kind == "date" and not sqlite:
             out.append((position, _memo(date.isoformat)))
-        elif kind == "digest":  # stored as bytes (a crawl's rows share a few payloads)
-            out.append((position, _memo(_hex)))
     return out
-
-
-def _hex(value: bytes | memoryview) -> str:
-    return bytes(value).hex()
 
 
 def _isoformat(typed: Convert) -> Convert:
@@ -338,8 +330,6 @@ def _server_columns(jsonl: bool, columns: Sequence[Any]) -> list[Any]:
             value = _iso_utc(column)
         elif kind == "date":
             value = func.to_char(column, "YYYY-MM-DD")
-        elif kind == "digest":
-            value = func.encode(column, "hex")
         elif kind == "bool" and not jsonl:
             value = cast(column, Text)
         elif kind == "text" and not jsonl:
