@@ -96,6 +96,9 @@ class OfferPublic(BaseModel):
     source_url: str | None
     crawl_run_id: int
     raw_payload_sha256: str | None
+    raw_payload_url: str | None = Field(
+        description="the URL the payload the price was read from was fetched at"
+    )
     catalog_version: int = Field(description="the version that set the current price")
     location_region: str | None = Field(
         default=None,
@@ -134,6 +137,9 @@ class ObservationPublic(BaseModel):
     version_to: int | None
     crawl_run_id: int
     raw_payload_sha256: str | None
+    raw_payload_url: str | None = Field(
+        description="the URL the payload the price was read from was fetched at"
+    )
 
 
 class VersionPublic(BaseModel):

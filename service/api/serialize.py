@@ -64,6 +64,7 @@ def _offer_json(row: dict[str, Any], gpu_names: dict[str, str]) -> dict[str, Any
         "source_url": row["source_url"],
         "crawl_run_id": row["crawl_run_id"],
         "raw_payload_sha256": row["raw_sha256"],
+        "raw_payload_url": row["raw_url"],
         "catalog_version": row["version_from"],
         "location_region": row.get("location_region"),
         "locations": [
@@ -169,6 +170,7 @@ def observation_public(row: dict[str, Any]) -> ObservationPublic:
         version_to=row["version_to"],
         crawl_run_id=row["crawl_run_id"],
         raw_payload_sha256=row["raw_sha256"],
+        raw_payload_url=row["raw_url"],
     )
 
 

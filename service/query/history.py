@@ -30,6 +30,7 @@ from service.query.sql import (
     OFFER,
     NotFound,
     payload_sha256,
+    payload_url,
     unix_seconds,
 )
 
@@ -48,6 +49,7 @@ HISTORY_COLUMNS = (
     OBS.c.version_to,
     OBS.c.crawl_run_id,
     payload_sha256(),
+    payload_url(),
 )
 
 

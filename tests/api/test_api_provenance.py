@@ -1,0 +1,64 @@
+"""Every price leads to the payload it was read from: the API shows the payload's sha256
+and the URL it was fetched at, on the offer, in the listing and in each history point,
+for a crawl of one payload and for one of several pages (each price its own page)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine
+
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult, Payload
+from service.catalog.validation import Sourced
+from service.core.config import Settings
+from tests.support.api_client import api_client
+from tests.support.factories import records
+
+
+class Paged:
+    """Records each tied to one of the crawl's pages, as a crawl of several hands them."""
+
+    def __init__(self, recs: list[Any], digests: list[str]) -> None:
+        self.recs, self.digests = recs, digests
+
+    def __iter__(self) -> Any:
+        return iter(self.recs)
+
+    def sourced(self) -> Any:
+        return (Sourced(r, self.digests[i % len(self.digests)]) for i, r in enumerate(self.recs))
+
+
+NOW = datetime(2026, 12, 5, 6, 0, tzinfo=UTC)
+ONE = Payload("https://one.example/prices", b"the one page", NOW)
+PAGES = [Payload(f"https://many.example/p{i}", f"page {i}".encode(), NOW) for i in range(3)]
+
+
+@pytest.fixture
+def client(engine: Engine, settings: Settings, reference_data: None) -> Iterator[TestClient]:
+    ingest(engine, settings, CrawlResult("one", records(2, source="one"), payloads=[ONE]))
+    many = records(6, source="many")
+    paged = Paged(many, [p.sha256 for p in PAGES])
+    ingest(engine, settings, CrawlResult("many", paged, payloads=PAGES))  # type: ignore[arg-type]
+    ingest(engine, settings, CrawlResult("bare", records(1, source="bare")))  # no payload
+    yield from api_client(settings)
+
+
+def test_each_offer_names_its_payload_and_url(client: TestClient) -> None:
+    items = client.get("/v1/offers", params={"limit": 100, "include_peers": "true"}).json()["data"]
+    seen = {(o["source"], o["raw_payload_sha256"], o["raw_payload_url"]) for o in items}
+    assert ("one", ONE.sha256, ONE.url) in seen
+    assert {(s, u) for src, s, u in seen if src == "many"} == {(p.sha256, p.url) for p in PAGES}
+    assert [(s, u) for src, s, u in seen if src == "bare"] == [(None, None)]
+    for offer in items:
+        detail = client.get(f"/v1/offers/{offer['id']}").json()
+        assert detail["raw_payload_sha256"] == offer["raw_payload_sha256"]
+        assert detail["raw_payload_url"] == offer["raw_payload_url"]
+        points = client.get(f"/v1/offers/{offer['id']}/history").json()
+        assert [(p["raw_payload_sha256"], p["raw_payload_url"]) for p in points] == [
+            (offer["raw_payload_sha256"], offer["raw_payload_url"])
+        ]
