@@ -10,6 +10,7 @@ from schema.enums import OfferStatus
 from service.query.filters import ComplianceSets, OfferFilters
 from service.query.offers import base_query
 from service.query.places import place_rows
+from service.query.provenance import with_payloads
 from service.query.sql import (
     OBS,
     OFFER,
@@ -48,7 +49,7 @@ def eligible_providers(
     stmt = select(ranked).where(ranked.c.rank == 1)
     rows = [dict(r) for r in conn.execute(stmt).mappings()]
     rows.sort(key=lambda r: (r["gpu_hour_usd"] is None, r["gpu_hour_usd"] or 0, r["provider"]))
-    return place_rows(conn, rows, filters, compliance)
+    return with_payloads(conn, place_rows(conn, rows, filters, compliance))
 
 
 def explain_exclusions(
@@ -127,4 +128,7 @@ def cheapest_by_kind(
     )
     best = ranked.where(OBS.c.gpu_hour_usd.is_not(None)).subquery()
     stmt = select(best).where(best.c.rank == 1).order_by(best.c.provider)
-    return place_rows(conn, [dict(r) for r in conn.execute(stmt).mappings()], filters, compliance)
+    return with_payloads(
+        conn,
+        place_rows(conn, [dict(r) for r in conn.execute(stmt).mappings()], filters, compliance),
+    )

@@ -28,9 +28,8 @@ from service.query.sql import (
     MICROS_PER_SECOND,
     OBS,
     OFFER,
+    RUN_PAYLOAD,
     NotFound,
-    payload_sha256,
-    payload_url,
     unix_seconds,
 )
 
@@ -48,8 +47,8 @@ HISTORY_COLUMNS = (
     OBS.c.version_from,
     OBS.c.version_to,
     OBS.c.crawl_run_id,
-    payload_sha256(),
-    payload_url(),
+    RUN_PAYLOAD.c.sha256.label("raw_sha256"),
+    RUN_PAYLOAD.c.url.label("raw_url"),
 )
 
 
@@ -58,7 +57,11 @@ def offer_history(
 ) -> list[dict[str, Any]]:
     """Every observation of an offer overlapping [start, end], oldest first."""
     _must_exist(conn, offer_id)
-    stmt = select(*HISTORY_COLUMNS).where(*_overlapping(offer_id, start, end))
+    stmt = (
+        select(*HISTORY_COLUMNS)
+        .select_from(OBS.outerjoin(RUN_PAYLOAD, RUN_PAYLOAD.c.id == OBS.c.payload_id))
+        .where(*_overlapping(offer_id, start, end))
+    )
     stmt = stmt.order_by(OBS.c.valid_from, OBS.c.id)
     result = conn.execute(stmt)
     keys = tuple(result.keys())  # zip, not dict(RowMapping): a busy offer has 10^4 rows

@@ -65,17 +65,14 @@ class NotFound(LookupError):
 def payload_sha256(obs: Any = OBS) -> Any:
     """The sha256 of the payload an observation's price was read from, as ``raw_sha256``:
     the observation names its ``crawl_run_payload`` row (an integer: a crawl's many rows
-    share a few payloads), whose primary key finds the digest."""
-    return _payload_column(obs, RUN_PAYLOAD.c.sha256, "raw_sha256")
-
-
-def payload_url(obs: Any = OBS) -> Any:
-    """The URL that payload was fetched at, as ``raw_url``."""
-    return _payload_column(obs, RUN_PAYLOAD.c.url, "raw_url")
-
-
-def _payload_column(obs: Any, column: Any, name: str) -> Any:
-    return select(column).where(RUN_PAYLOAD.c.id == obs.c.payload_id).scalar_subquery().label(name)
+    share a few payloads), whose primary key finds the digest (the exports' column; pages
+    of rows read it once per payload: ``service.query.provenance``)."""
+    return (
+        select(RUN_PAYLOAD.c.sha256)
+        .where(RUN_PAYLOAD.c.id == obs.c.payload_id)
+        .scalar_subquery()
+        .label("raw_sha256")
+    )
 
 
 OFFER_COLUMNS = (
@@ -116,8 +113,7 @@ OFFER_COLUMNS = (
     OBS.c.fx_rate,
     OBS.c.fx_date,
     OBS.c.crawl_run_id,
-    payload_sha256(),
-    payload_url(),
+    OBS.c.payload_id,  # its sha256 and URL: service.query.provenance.with_payloads
     OBS.c.version_from,
 )
 

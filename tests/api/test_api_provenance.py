@@ -10,12 +10,15 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine
+from sqlalchemy import Engine, event, select
 
+import service.query.provenance
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult, Payload
 from service.catalog.validation import Sourced
 from service.core.config import Settings
+from service.query.provenance import with_payloads
+from service.query.sql import OBS
 from tests.support.api_client import api_client
 from tests.support.factories import records
 
@@ -62,3 +65,27 @@ def test_each_offer_names_its_payload_and_url(client: TestClient) -> None:
         assert [(p["raw_payload_sha256"], p["raw_payload_url"]) for p in points] == [
             (offer["raw_payload_sha256"], offer["raw_payload_url"])
         ]
+
+
+def test_a_page_reads_each_payload_once_in_chunks(
+    engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    many = records(6, source="many")
+    ingest(
+        engine,
+        settings,
+        CrawlResult("many", Paged(many, [p.sha256 for p in PAGES]), payloads=PAGES),
+    )  # type: ignore[arg-type]
+    monkeypatch.setattr(service.query.provenance, "IDS_PER_STATEMENT", 2)
+    statements: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    with engine.connect() as conn:
+        rows = [dict(r) for r in conn.execute(select(OBS.c.id, OBS.c.payload_id)).mappings()]
+        rows += [{"id": -1, "payload_id": None}, {"id": -2}]  # none, and no key at all
+        statements.clear()
+        with_payloads(conn, rows)
+    assert len(statements) == 2  # three payloads, two a statement
+    by_url = {p.url: p.sha256 for p in PAGES}
+    assert all(by_url[r["raw_url"]] == r["raw_sha256"] for r in rows[:-2])
+    assert len({r["raw_url"] for r in rows[:-2]}) == 3
+    assert [(r["raw_sha256"], r["raw_url"]) for r in rows[-2:]] == [(None, None)] * 2

@@ -65,7 +65,7 @@ from service.query.offers import base_query, stream_offers
 from service.query.offers import stream_raw_offers as stream_raw
 from service.query.pg_copy import CSV, LINES, compile_copy, copy_out, usable
 from service.query.places import location_columns
-from service.query.sql import OFFER, OFFER_COLUMNS
+from service.query.sql import OFFER, OFFER_COLUMNS, payload_sha256
 
 router = APIRouter(prefix="/v1", tags=["export"])
 
@@ -139,7 +139,7 @@ PARQUET_SCHEMA = pa.schema(
 
 CHUNK = 64 * 1024
 """Bytes per streamed chunk (about)."""
-SELECTED = {c.name: c for c in OFFER_COLUMNS}
+SELECTED = {c.name: c for c in (*OFFER_COLUMNS, payload_sha256())}
 EXPORT_COLUMNS = [SELECTED[column] for _, column in COLUMNS if column in SELECTED]
 """The offer's own columns; :func:`_columns` adds the location ones for a request."""
 
