@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -15,26 +14,12 @@ from sqlalchemy import Engine, event, select
 import service.query.provenance
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult, Payload
-from service.catalog.validation import Sourced
 from service.core.config import Settings
 from service.query.provenance import with_payloads
 from service.query.sql import OBS
 from tests.support.api_client import api_client
 from tests.support.factories import records
-
-
-class Paged:
-    """Records each tied to one of the crawl's pages, as a crawl of several hands them."""
-
-    def __init__(self, recs: list[Any], digests: list[str]) -> None:
-        self.recs, self.digests = recs, digests
-
-    def __iter__(self) -> Any:
-        return iter(self.recs)
-
-    def sourced(self) -> Any:
-        return (Sourced(r, self.digests[i % len(self.digests)]) for i, r in enumerate(self.recs))
-
+from tests.support.paged import PagedRecords
 
 NOW = datetime(2026, 12, 5, 6, 0, tzinfo=UTC)
 ONE = Payload("https://one.example/prices", b"the one page", NOW)
@@ -45,7 +30,7 @@ PAGES = [Payload(f"https://many.example/p{i}", f"page {i}".encode(), NOW) for i 
 def client(engine: Engine, settings: Settings, reference_data: None) -> Iterator[TestClient]:
     ingest(engine, settings, CrawlResult("one", records(2, source="one"), payloads=[ONE]))
     many = records(6, source="many")
-    paged = Paged(many, [p.sha256 for p in PAGES])
+    paged = PagedRecords(many, [p.sha256 for p in PAGES])
     ingest(engine, settings, CrawlResult("many", paged, payloads=PAGES))  # type: ignore[arg-type]
     ingest(engine, settings, CrawlResult("bare", records(1, source="bare")))  # no payload
     yield from api_client(settings)
@@ -74,7 +59,7 @@ def test_a_page_reads_each_payload_once_in_chunks(
     ingest(
         engine,
         settings,
-        CrawlResult("many", Paged(many, [p.sha256 for p in PAGES]), payloads=PAGES),
+        CrawlResult("many", PagedRecords(many, [p.sha256 for p in PAGES]), payloads=PAGES),
     )  # type: ignore[arg-type]
     monkeypatch.setattr(service.query.provenance, "IDS_PER_STATEMENT", 2)
     statements: list[str] = []

@@ -45,13 +45,13 @@ from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult, Payload
 from service.catalog.snapshot import read_jsonl
 from service.catalog.stream import expected_records
-from service.catalog.validation import Sourced
 from service.core.config import Settings
 from service.core.db import make_engine, writer
 from tests.catalog.test_ingest_kill import SIZE as KILL_SIZE
 from tests.conftest import truncate_all
 from tests.support.factories import check_invariants, offer_count, records
 from tests.support.kill_server import KillServer
+from tests.support.paged import PagedRecords
 
 SIZE = 600
 
@@ -287,7 +287,7 @@ def test_every_bulk_path_stores_the_same_rows(
                     Payload(f"https://acme.example/p{i}", f"page {i}".encode(), now)
                     for i in range(4)
                 ]
-                crawl.records = _PerRecord(batch, [p.sha256 for p in crawl.payloads])
+                crawl.records = PagedRecords(batch, [p.sha256 for p in crawl.payloads])
             result = ingest(engine, settings, crawl, now=now)
             assert result.status.value == "ok"
         with engine.connect() as conn:
@@ -633,18 +633,3 @@ def test_postgresql_indexes_are_never_dropped(pg_url: str) -> None:
         assert ("ix_offer_country",) in before
     finally:
         engine.dispose()
-
-
-class _PerRecord:
-    """Records each with a payload of its own, as a crawl of several payloads hands them
-    (service.catalog.validation.SourcedRecords)."""
-
-    def __init__(self, records: list[OfferRecord], digests: list[str]) -> None:
-        self.records, self.digests = records, digests
-
-    def __iter__(self) -> Iterator[OfferRecord]:
-        return iter(self.records)
-
-    def sourced(self) -> Iterator[Sourced]:
-        digests = self.digests
-        return (Sourced(r, digests[i % len(digests)]) for i, r in enumerate(self.records))

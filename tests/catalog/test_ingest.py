@@ -15,7 +15,7 @@ from schema.crawl import CrawlRun, CrawlRunPayload, RawPayload, RejectedRecord, 
 from service.catalog.fx import Rate, store_rates
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult, Payload, Rejection
-from service.catalog.validation import Sourced, StreamValidator
+from service.catalog.validation import StreamValidator
 from service.core.config import Settings
 from service.core.db import writer
 from service.query.history import offer_history
@@ -30,6 +30,7 @@ from tests.support.factories import (
     record,
     records,
 )
+from tests.support.paged import PagedRecords
 
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]
 
@@ -253,24 +254,11 @@ def test_provenance_raw_payload_is_stored_once_and_referenced(
     assert all(run == linked and url == payload.url for run, linked, url in links)
 
 
-class _Paged:
-    """Records each tied to a payload by sha256, as a crawl of several pages hands them."""
-
-    def __init__(self, recs: list[Any], digests: list[str]) -> None:
-        self.recs, self.digests = recs, digests
-
-    def __iter__(self) -> Any:
-        return iter(self.recs)
-
-    def sourced(self) -> Any:
-        return (Sourced(r, self.digests[i % len(self.digests)]) for i, r in enumerate(self.recs))
-
-
 def test_each_price_names_the_page_it_was_read_from(engine: Engine, settings: Settings) -> None:
     now = datetime.now(UTC)
     pages = [Payload(f"https://example.test/p{i}", f"page {i}".encode(), now) for i in range(3)]
     recs = records(6)
-    ingest(engine, settings, crawl(_Paged(recs, [p.sha256 for p in pages]), payloads=pages))
+    ingest(engine, settings, crawl(PagedRecords(recs, [p.sha256 for p in pages]), payloads=pages))
     with engine.connect() as conn:
         rows = conn.execute(
             select(OBS.c.offer_id, RUN_PAYLOAD.c.url, RUN_PAYLOAD.c.sha256)
@@ -290,7 +278,7 @@ def test_a_price_tied_to_a_payload_the_crawl_did_not_keep_fails_the_ingest(
     now = datetime.now(UTC)
     pages = [Payload(f"https://example.test/p{i}", f"page {i}".encode(), now) for i in range(2)]
     stray = hashlib.sha256(b"a page never stored").hexdigest()
-    paged = _Paged(records(4), [pages[0].sha256, pages[1].sha256, stray])
+    paged = PagedRecords(records(4), [pages[0].sha256, pages[1].sha256, stray])
     with pytest.raises(LookupError, match=f"stored no payload {stray}"):
         ingest(engine, settings, crawl(paged, payloads=pages))
     assert count(engine, OBS) == 0 and count(engine, RUN_PAYLOAD) == 0
