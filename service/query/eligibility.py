@@ -9,8 +9,7 @@ from sqlalchemy import Connection, and_, func, select
 from schema.enums import OfferStatus
 from service.query.filters import ComplianceSets, OfferFilters
 from service.query.offers import base_query
-from service.query.places import place_rows
-from service.query.provenance import with_payloads
+from service.query.provenance import finished_rows
 from service.query.sql import (
     OBS,
     OFFER,
@@ -49,7 +48,7 @@ def eligible_providers(
     stmt = select(ranked).where(ranked.c.rank == 1)
     rows = [dict(r) for r in conn.execute(stmt).mappings()]
     rows.sort(key=lambda r: (r["gpu_hour_usd"] is None, r["gpu_hour_usd"] or 0, r["provider"]))
-    return with_payloads(conn, place_rows(conn, rows, filters, compliance))
+    return finished_rows(conn, rows, filters, compliance)
 
 
 def explain_exclusions(
@@ -128,7 +127,5 @@ def cheapest_by_kind(
     )
     best = ranked.where(OBS.c.gpu_hour_usd.is_not(None)).subquery()
     stmt = select(best).where(best.c.rank == 1).order_by(best.c.provider)
-    return with_payloads(
-        conn,
-        place_rows(conn, [dict(r) for r in conn.execute(stmt).mappings()], filters, compliance),
-    )
+    rows = [dict(r) for r in conn.execute(stmt).mappings()]
+    return finished_rows(conn, rows, filters, compliance)

@@ -50,9 +50,8 @@ from schema.enums import OfferStatus
 from schema.prices import SORT_KEY_SCALE, pflop_hour_key
 from service.query.facts import bare_metal_offered, catalog_facts
 from service.query.filters import ComplianceSets, OfferFilters, apply_filters
-from service.query.places import place_rows
 from service.query.precedence import IDENTITY_FIELDS, source_key
-from service.query.provenance import with_payloads
+from service.query.provenance import finished_rows
 from service.query.sql import (
     OBS,
     OFFER,
@@ -277,17 +276,17 @@ def list_offers(
         if len(rows) < limit and sort not in NEVER_NULL:
             unkeyed = query(nulls=True)  # along the index: (status, key IS NULL, id)
             rows += _dicts(conn.execute(unkeyed.limit(limit - len(rows))))
-        return with_payloads(conn, place_rows(conn, rows, filters, compliance))
+        return finished_rows(conn, rows, filters, compliance)
     if version is not None:
         ids = _pinned_page(
             conn, filters, version, compliance, sort, descending, after, limit, offset
         )
         rows = _pinned_by_ids(conn, ids, version, sort, descending)
-        return with_payloads(conn, place_rows(conn, rows, filters, compliance))
+        return finished_rows(conn, rows, filters, compliance)
     stmt = query().limit(limit)
     if offset:
         stmt = stmt.offset(offset)
-    return with_payloads(conn, place_rows(conn, _dicts(conn.execute(stmt)), filters, compliance))
+    return finished_rows(conn, _dicts(conn.execute(stmt)), filters, compliance)
 
 
 def _pinned_page(
@@ -1017,7 +1016,7 @@ def stream_offers(
     stmt = stmt.order_by(OFFER.c.id)
     result = conn.execution_options(stream_results=True, yield_per=batch).execute(stmt)
     for part in result.mappings().partitions(batch):
-        yield with_payloads(conn, place_rows(conn, [dict(r) for r in part], filters, compliance))
+        yield finished_rows(conn, [dict(r) for r in part], filters, compliance)
 
 
 def stream_raw_offers(
@@ -1061,4 +1060,4 @@ def get_offer(conn: Connection, offer_id: int) -> dict[str, Any]:
     row = conn.execute(stmt).mappings().first()
     if row is None:
         raise NotFound(f"offer {offer_id} does not exist")
-    return with_payloads(conn, place_rows(conn, [dict(row)]))[0]
+    return finished_rows(conn, [dict(row)])[0]

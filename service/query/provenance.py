@@ -7,6 +7,8 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
+from service.query.filters import ComplianceSets, OfferFilters
+from service.query.places import place_rows
 from service.query.sql import RUN_PAYLOAD
 
 IDS_PER_STATEMENT = 500
@@ -29,3 +31,14 @@ def with_payloads(conn: Connection, rows: list[dict[str, Any]]) -> list[dict[str
     for row in rows:
         row["raw_sha256"], row["raw_url"] = found.get(row.get("payload_id"), none)  # type: ignore[arg-type]
     return rows
+
+
+def finished_rows(
+    conn: Connection,
+    rows: list[dict[str, Any]],
+    filters: OfferFilters | None = None,
+    compliance: ComplianceSets | None = None,
+) -> list[dict[str, Any]]:
+    """A page of offer rows as every reader serves them: their places
+    (:func:`~service.query.places.place_rows`) and their payloads (:func:`with_payloads`)."""
+    return with_payloads(conn, place_rows(conn, rows, filters, compliance))
