@@ -214,6 +214,7 @@ def apply_filters(
     version: int | None = None,
     gpus: Sequence[str] | None = None,
     walked: bool = False,
+    scanned: bool = False,
 ) -> Select[Any]:
     """Add every set filter (except ``skip``, used to explain exclusions) to ``stmt``.
 
@@ -223,6 +224,10 @@ def apply_filters(
     planner (without statistics) would otherwise take, sorting everything it keeps.
     ``gpus``: the GPU filter already resolved to slugs (see
     :func:`service.query.offers.live_gpu_slugs`).
+    ``scanned``: ``stmt`` reads every active offer along the covering
+    ``ix_offer_active_filters`` (SQLite); the ``gdpr`` filter's country list is then tested
+    on its entries, not sought in ``ix_offer_country`` one country at a time (a table row
+    read per match: most of the catalog, 50-65 ms at 210,000 offers, against a 20 ms scan).
     """
 
     def on(name: str) -> bool:
@@ -291,7 +296,8 @@ def apply_filters(
     if compliance.cert_providers is not None and on("cert"):
         stmt = stmt.where(OFFER.c.provider.in_(sorted(compliance.cert_providers)))
     if compliance.gdpr_countries is not None and on("gdpr"):
-        stmt = stmt.where(in_countries_sql(sorted(compliance.gdpr_countries)))
+        countries = sorted(compliance.gdpr_countries)
+        stmt = stmt.where(in_countries_sql(countries, seek=not (scanned and dialect == "sqlite")))
     if compliance.licence_gpus is not None and on("export_destination"):
         licence = sorted(compliance.licence_gpus)
         stmt = stmt.where(OFFER.c.gpu_slug.is_not(None), OFFER.c.gpu_slug.not_in(licence))

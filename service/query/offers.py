@@ -41,13 +41,14 @@ from sqlalchemy import (
     literal_column,
     or_,
     select,
+    text,
     true,
     type_coerce,
 )
 from sqlalchemy.types import String
 
 from schema.enums import OfferStatus
-from schema.prices import SORT_KEY_SCALE, pflop_hour_key
+from schema.prices import ACTIVE_SCAN, SORT_KEY_SCALE, pflop_hour_key
 from service.query.facts import bare_metal_offered, catalog_facts
 from service.query.filters import ComplianceSets, OfferFilters, apply_filters
 from service.query.precedence import IDENTITY_FIELDS, source_key
@@ -97,7 +98,11 @@ def base_query(
     status = OFFER.c.status
     if scan and dialect == "sqlite":
         status = literal_column("+offer.status")
-    if version is None and not priced:  # the offer row alone (no filter reads the price)
+    if version is None and not priced and scan and dialect == "sqlite":
+        # ids and keys of every active offer, filters first: exactly the predicate of the
+        # covering ix_offer_active_filters (schema.prices.ACTIVE_SCAN), as literals
+        stmt = select(*columns).select_from(OFFER).where(text(ACTIVE_SCAN.text))
+    elif version is None and not priced:  # the offer row alone (no filter reads the price)
         stmt = select(*columns).select_from(OFFER).where(status == OfferStatus.active.value)
     elif version is None:
         stmt = (
@@ -111,7 +116,15 @@ def base_query(
         if pflop:  # the model the pinned USD per PFLOPS-hour key reads (PFLOP_GPU)
             stmt = stmt.outerjoin(PFLOP_GPU, PFLOP_GPU.c.slug == OFFER.c.gpu_slug)
     stmt = apply_filters(
-        stmt, filters, dialect, compliance, skip=skip, version=version, gpus=gpus, walked=walked
+        stmt,
+        filters,
+        dialect,
+        compliance,
+        skip=skip,
+        version=version,
+        gpus=gpus,
+        walked=walked,
+        scanned=version is None and not priced and scan and dialect == "sqlite",
     )
     if not filters.include_peers:
         stmt = stmt.where(~outranked(version, dialect))

@@ -20,7 +20,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import Join, LateralFromClause
 from sqlalchemy.sql.util import ClauseAdapter
-from sqlalchemy.types import BigInteger, Float, Integer, Numeric
+from sqlalchemy.types import BigInteger, Float, Integer, Numeric, String
 
 from schema.catalog import GpuModel, Provider, Region
 from schema.compliance import Certification, GpuClassification
@@ -425,12 +425,14 @@ def located(condition: ColumnElement[bool]) -> ColumnElement[bool]:
     return exists().where(LOCATION.c.offer_id == OFFER.c.id, condition)
 
 
-def in_countries_sql(countries: Sequence[str]) -> ColumnElement[bool]:
+def in_countries_sql(countries: Sequence[str], *, seek: bool = True) -> ColumnElement[bool]:
     """The offer is in one of ``countries``: its own country is, or (an offer without one:
     ``global``) one of its locations' is. The SQL twin of
     ``service.catalog.locations.in_countries``; the EXISTS probes
-    ``ix_offer_location_offer_id_country`` for placeless rows only."""
-    own = OFFER.c.country == countries[0] if len(countries) == 1 else OFFER.c.country.in_(countries)
+    ``ix_offer_location_offer_id_country`` for placeless rows only. ``seek`` False (SQLite):
+    the offer's own country is tested where the row is read, never sought in an index."""
+    country: Any = OFFER.c.country if seek else literal_column("+offer.country", String)
+    own = country == countries[0] if len(countries) == 1 else country.in_(countries)
     where = (
         LOCATION.c.country == countries[0]
         if len(countries) == 1

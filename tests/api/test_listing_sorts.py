@@ -256,6 +256,77 @@ FILTERS_FIRST = r"^SELECT offer\.id, [^,]+ AS sort_value\s+FROM offer\b"
 """The read of the filters first (ids and keys only), when a walk gives up."""
 
 
+SCANNED = "ix_offer_active_filters"
+"""The covering index of the filters-first read on SQLite (migration 0028)."""
+EVERY_FILTER = [
+    OfferFilters(gdpr="adequacy", min_gpus=Decimal(1), provider_hq_not_in=["CN"]),
+    OfferFilters(
+        max_gpus=Decimal(8),
+        min_gpu_memory_gb=Decimal(20),
+        not_country=["JP"],
+        max_price_per_gpu_hour=Decimal(40),
+        price_kind="spot",
+        cert=["iso27001"],
+    ),
+    OfferFilters(
+        region="eu-west-1",
+        bare_metal=False,
+        interconnect=["nvlink"],
+        network=["infiniband"],
+        min_network_gbps=Decimal(100),
+    ),
+    OfferFilters(
+        country="DE", gpu="h100", provider=["aws", "lambda"], source="aws", export_destination="CN"
+    ),
+]
+"""Between them, every listing filter. The first three sets only test what no index seeks: the
+read must find every column they test in the index. The last seeks (the GPU's, the
+country's, the identity's index): the planner may take that seek instead (and with
+``export_destination=CN`` a USD per PFLOPS-hour page walks each model left on its own)."""
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_the_filters_first_read_scans_its_covering_index_on_sqlite(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch, subtests: pytest.Subtests
+) -> None:
+    """When a walk gives up (bounded here to one entry), the filters-first read of ids and
+    keys reads ``ix_offer_active_filters`` alone, whatever the filters: the index holds
+    every column they and the sort keys read (a column it lacked would cost a table row per
+    offer), and the ``gdpr`` country list is tested on its entries, not sought in
+    ``ix_offer_country`` with a table row per match. No other statement of the page can
+    pick the index (its predicate is that read's own), so no other plan changed."""
+    monkeypatch.setattr(offers_module, "PREFIX", 1)
+    engine: Engine = client.engine  # type: ignore[attr-defined]
+    first = [0] * len(EVERY_FILTER)
+    for sort in SORTS:
+        key, descending = sort.removeprefix("-"), sort.startswith("-")
+        for number, filters in enumerate(EVERY_FILTER):
+            with subtests.test(sort=sort, filters=number), engine.connect() as conn:
+                compliance = resolve_compliance(conn, filters)
+                expected = _full_sort(conn, filters, sort, 1000, None)
+                with recorded(engine) as seen:
+                    rows = list_offers(
+                        conn, filters, 3, compliance=compliance, sort=key, descending=descending
+                    )
+                assert [r["id"] for r in rows] == expected[:3]
+                raw: Any = conn.connection.dbapi_connection
+                for statement, parameters in seen:
+                    plan = [
+                        r[3] for r in raw.execute(f"EXPLAIN QUERY PLAN {statement}", parameters)
+                    ]
+                    reads = [p for p in plan if re.match(r"(SCAN|SEARCH) offer\b", p)]
+                    if re.search(FILTERS_FIRST, statement):
+                        first[number] += 1
+                        assert len(reads) == 1, plan  # one read of the offers
+                        if number < 3:
+                            assert f"USING COVERING INDEX {SCANNED}" in reads[0], plan
+                        else:  # a seek, or the index: never the table's rows, every one
+                            assert reads[0].startswith("SEARCH") or SCANNED in reads[0], plan
+                    else:
+                        assert not [p for p in plan if SCANNED in p], (statement, plan)
+    assert all(first[:3]), f"no walk gave up under some filters: {first}"
+
+
 @pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
 def test_the_filters_first_read_never_walks_a_sort_index_on_postgresql(
     client: TestClient, monkeypatch: pytest.MonkeyPatch, subtests: pytest.Subtests
@@ -335,6 +406,7 @@ WALK_FILTERS = st.fixed_dictionaries(
         "bare_metal": st.booleans(),
         "max_price_per_gpu_hour": st.sampled_from([Decimal("1.5"), Decimal(2), Decimal(4)]),
         "export_destination": st.sampled_from(["CN", "DE"]),
+        "gdpr": st.sampled_from(["eu_eea", "adequacy"]),
         "include_peers": st.just(True),
     },
 )
