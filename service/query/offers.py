@@ -93,7 +93,8 @@ def base_query(
     is kept off the (status, price, id) index, whose equality would otherwise tempt the
     planner into a walk plus a sort of the whole catalog instead of a rowid scan.
     ``pflop``: a pinned read sorted by USD per PFLOPS-hour joins the GPU model its key
-    divides by (:data:`service.query.sql.PFLOP_GPU`).
+    divides by (:data:`service.query.sql.PFLOP_GPU`; on PostgreSQL, SQLite reads it only
+    for repriced offers: :func:`service.query.sql.stored_or_pinned`).
     """
     status = OFFER.c.status
     if scan and dialect == "sqlite":
@@ -113,7 +114,7 @@ def base_query(
         )
     else:
         stmt = select(*columns).select_from(OFFER).join(*pinned_join(version, dialect))
-        if pflop:  # the model the pinned USD per PFLOPS-hour key reads (PFLOP_GPU)
+        if pflop and dialect != "sqlite":  # the model the pinned key reads (PFLOP_GPU)
             stmt = stmt.outerjoin(PFLOP_GPU, PFLOP_GPU.c.slug == OFFER.c.gpu_slug)
     stmt = apply_filters(
         stmt,
