@@ -37,6 +37,7 @@ from sqlalchemy import (
     Connection,
     Select,
     and_,
+    exists,
     func,
     literal_column,
     or_,
@@ -326,6 +327,12 @@ def _pinned_page(
         found = _pinned_by_provider(conn, filters, version, compliance, descending, after, limit)
         if found is not None:
             return found
+    if sort in FROM_CURRENT and not offset and conn.dialect.name == "sqlite":
+        found = _pinned_from_current(
+            conn, filters, version, compliance, sort, descending, after, limit
+        )
+        if found is not None:
+            return found
     every_source = filters if filters.include_peers else replace(filters, include_peers=True)
     ordered = offers_query(
         every_source,
@@ -438,6 +445,153 @@ def _pinned_walk(
         if bound is None or len(ids) * WIDER < limit:  # too selective for a deeper walk
             return None
     return None
+
+
+FROM_CURRENT = frozenset({"price", "price_per_pflop_hour"})
+"""Sorts whose pinned page is read from the current listing's order where it can be
+(:func:`_pinned_from_current`): their key is stored on the offer row for its current price
+(``hourly_usd_e10``, ``pflop_hour_usd_e10``), and only computing it for every match was
+left (the USD per GPU-hour has :func:`_pinned_walk`)."""
+CLOSED_SINCE_MAX = 20_000
+"""Most observations closed after a pinned version for which :func:`_pinned_from_current`
+is tried: past that, most offers were repriced since, and every match is sorted."""
+CLOSED = OBS.alias("closed_since")
+FETCH_AT_LEAST = 50
+"""The first prefix :func:`_pinned_from_current` reads of the unchanged offers, at least."""
+
+
+def _pinned_from_current(
+    conn: Connection,
+    filters: OfferFilters,
+    version: int,
+    compliance: ComplianceSets | None,
+    sort: str,
+    descending: bool,
+    after: After | None,
+    limit: int,
+) -> list[int] | None:
+    """The ids of a pinned page (SQLite, a sort of :data:`FROM_CURRENT`) read as two parts,
+    merged in the listing's order; None when too many prices changed since ``version``
+    (more than :data:`CLOSED_SINCE_MAX` observations closed after it): then every match is
+    sorted (:func:`_pinned_page`); so too with a region filter or a GPU filter, which keep
+    too few of the index's first entries (a GPU model is 1-5 % of the catalog), except one
+    live model sorted by a key with a per-model index (:data:`BY_GPU`): that index is read.
+
+    The offers in force at a version are exactly (1) the active offers whose current
+    observation opened at or before it: their price then is their price now, and so is the
+    key the offer row stores, so they are read along the current listing's index in its
+    order (status, key, id), probing only their observation's opening version, and stop at
+    the page (within :data:`PREFIX` entries of the index, else None: :func:`_current_bound`);
+    and (2) the offers with an observation closed after the version (repriced or
+    withdrawn since: the partial ``ix_price_observation_version_to``), each read with its
+    price then. No offer is in both. Part (1) is read a prefix at a time (twice the page,
+    then 4x more), part (2) whole; merged, the rows up to part (1)'s last are the listing's
+    (a later row of (1) sorts after it). The peer precedence at the version is tested on the
+    rows kept, as :func:`_outranked_later` does. Computing every match's key and sorting
+    them all cost 60-120 ms for a page of 100 (105,000 matches of 210,000 offers).
+    """
+    dialect = conn.dialect.name
+    gpus = live_gpu_slugs(conn, filters.gpu) if filters.gpu else None
+    one_model = gpus is not None and len(gpus) == 1 and sort in BY_GPU
+    if filters.region or (gpus is not None and not one_model):
+        return None  # a few percent of the index: its first entries hold too few of them
+    closed = select(CLOSED.c.offer_id).where(CLOSED.c.version_to > version)
+    counted = select(func.count()).select_from(closed.limit(CLOSED_SINCE_MAX + 1).subquery())
+    if conn.execute(counted).scalar_one() > CLOSED_SINCE_MAX:
+        return None
+    every_source = filters if filters.include_peers else replace(filters, include_peers=True)
+    shared: dict[str, Any] = {
+        "compliance": compliance,
+        "sort": sort,
+        "descending": descending,
+        "after": after,
+        "ids_only": True,
+        "gpus": gpus,
+    }
+    unchanged = exists().where(OBS.c.id == OFFER.c.observation_id, OBS.c.version_from <= version)
+    since = OFFER.c.id.in_(closed)
+    parts = (False, True) if after is None or after.value is not None else (True,)
+    changed: list[tuple[Any, ...]] = []  # part (2), whole: (key is null, key, id)
+    for nulls in parts:
+        pinned = offers_query(every_source, dialect, version=version, nulls=nulls, **shared)
+        changed += [_order(row, nulls, descending) for row in conn.execute(pinned.where(since))]
+
+    def read(bound: Any) -> list[int] | None:
+        fetch = max(2 * limit, FETCH_AT_LEAST)
+        while True:
+            current: list[tuple[Any, ...]] = []  # part (1), a prefix in the listing's order
+            for nulls in parts:
+                if len(current) == fetch:
+                    break
+                stmt = offers_query(every_source, dialect, nulls=nulls, **shared).where(unchanged)
+                if not nulls and bound is not None:
+                    key = sort_expression(sort, dialect)
+                    stmt = stmt.where(key >= bound if descending else key <= bound)
+                rows = conn.execute(stmt.limit(fetch - len(current)))
+                current += [_order(row, nulls, descending) for row in rows]
+                if not nulls and len(current) < fetch and bound is not None:
+                    return None  # the bounded range is short of the page
+            merged = sorted([*current, *changed])
+            whole = len(current) < fetch  # part (1) read to its end
+            if not whole:
+                merged = merged[: merged.index(current[-1]) + 1]
+            ids = [entry[-1] for entry in merged]
+            if not filters.include_peers:
+                hidden: set[int] = set()
+                for start in range(0, len(ids), 1000):
+                    part = ids[start : start + 1000]
+                    test = select(OFFER.c.id).where(
+                        OFFER.c.id.in_(part), outranked(version, dialect)
+                    )
+                    hidden.update(conn.execute(test).scalars())
+                ids = [i for i in ids if i not in hidden]
+            if len(ids) >= limit or whole:
+                return ids[:limit]
+            fetch *= 4
+
+    for depth in (PREFIX, PREFIX * WIDER) if sort in WIDENED else (PREFIX,):
+        model = gpus[0] if one_model and gpus else None
+        keyed = False in parts
+        bound = _current_bound(conn, sort, descending, after, depth, model) if keyed else None
+        found = read(bound)
+        if found is not None or bound is None:
+            return found
+    return None  # selective filters: sorting all their matches is cheaper
+
+
+def _current_bound(
+    conn: Connection,
+    sort: str,
+    descending: bool,
+    after: After | None,
+    depth: int,
+    model: str | None = None,
+) -> Any:
+    """The current key ``depth`` entries along the sort's index from where a page starts
+    (None: fewer are left): :func:`_pinned_from_current` reads the unchanged offers up to
+    it, as a current walk (:class:`Walk`) does: :data:`PREFIX` entries, then for a
+    :data:`WIDENED` sort :data:`WIDER` times more, then it gives up (filters that keep few
+    of the index's offers would have it read the whole index, an offer row and an
+    observation probe per entry: 140-220 ms for a page of 100). ``model``: along that GPU
+    model's own index."""
+    key = sort_expression(sort, conn.dialect.name)
+    stop = select(key).where(OFFER.c.status == OfferStatus.active.value, key.is_not(None))
+    if model is not None:  # the model's own index (gpu_slug, status, key, id): BY_GPU
+        stop = stop.where(OFFER.c.gpu_slug == model)
+    if after is not None and after.value is not None:
+        value = int(Decimal(str(after.value)))
+        stop = stop.where(key <= value if descending else key >= value)
+    stop = stop.order_by(key.desc() if descending else key).offset(depth).limit(1)
+    return conn.execute(stop).scalar()
+
+
+def _order(row: Any, nulls: bool, descending: bool) -> tuple[Any, ...]:
+    """A row's place in a listing's order: nulls last, then the key (an integer here),
+    descending if asked, then the id."""
+    if nulls or row.sort_value is None:
+        return (1, 0, row.id)
+    value = int(row.sort_value)
+    return (0, -value if descending else value, row.id)
 
 
 def _pinned_by_provider(

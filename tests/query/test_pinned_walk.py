@@ -108,6 +108,54 @@ def test_the_pinned_walk(
     the_walk_reads_the_price_index(engine, latest)
     the_walk_gives_the_pages_of_the_full_sort(engine, latest, monkeypatch)
     pages_by_provider_are_those_of_the_full_sort(engine, latest, monkeypatch)
+    pages_from_current_are_those_of_the_full_sort(engine, latest, monkeypatch)
+
+
+def pages_from_current_are_those_of_the_full_sort(
+    engine: Engine, latest: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pinned page sorted by price or USD per PFLOPS-hour, read as the offers unchanged
+    since (along the current order, a prefix at a time) merged with those repriced or
+    withdrawn since (``_pinned_from_current``, SQLite), is the page of the full sort: both
+    directions, cursors, the peer precedence, ties, offers without a key, filters keeping
+    few or none, prefixes of one row and more (read again, 4x longer, when the precedence
+    hides rows), and the read given up (the index's first entries short of the page, or
+    the limit on prices changed since set low)."""
+    real = offers_module._pinned_from_current
+    counts = {"page": 0, "full": 0}
+
+    def counted(*args: Any, **kwargs: Any) -> list[int] | None:
+        found = real(*args, **kwargs)
+        counts["page" if found is not None else "full"] += 1
+        return found
+
+    monkeypatch.setattr(offers_module, "_pinned_from_current", counted)
+    with engine.connect() as conn:
+        for version in sorted({1, latest // 2, latest - 1, latest + 3}):
+            for sort in ("price", "price_per_pflop_hour"):
+                # with one live GPU model (every offer here), the model's own index
+                for filters in (*FILTERS, OfferFilters(gpu="h100"), OfferFilters(gpu="a100")):
+                    for descending in (False, True):
+                        for size, most, least, prefix in (
+                            (1, 20_000, 1, 4000),
+                            (3, 20_000, 1, 4000),
+                            (3, 20_000, 1, 5),
+                            (3, 20_000, 50, 4000),
+                            (50, 20_000, 1, 4000),
+                            (3, 2, 1, 4000),
+                        ):
+                            monkeypatch.setattr(offers_module, "CLOSED_SINCE_MAX", most)
+                            monkeypatch.setattr(offers_module, "FETCH_AT_LEAST", least)
+                            monkeypatch.setattr(offers_module, "PREFIX", prefix)
+                            read = pages(conn, filters, version, descending, size, sort)
+                            with monkeypatch.context() as off:
+                                off.setattr(offers_module, "FROM_CURRENT", frozenset())
+                                sorted_all = pages(conn, filters, version, descending, size, sort)
+                            assert read == sorted_all, (version, sort, filters, descending, size)
+    if engine.dialect.name == "sqlite":
+        assert counts["page"] > 100 and counts["full"] > 20, counts
+    else:  # PostgreSQL sorts every match
+        assert counts == {"page": 0, "full": 0}, counts
 
 
 def pages_by_provider_are_those_of_the_full_sort(
