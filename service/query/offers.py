@@ -327,7 +327,7 @@ def _pinned_page(
         found = _pinned_by_provider(conn, filters, version, compliance, descending, after, limit)
         if found is not None:
             return found
-    if sort in FROM_CURRENT and not offset and conn.dialect.name == "sqlite":
+    if sort in FROM_CURRENT and not offset:
         found = _pinned_from_current(
             conn, filters, version, compliance, sort, descending, after, limit
         )
@@ -470,7 +470,7 @@ def _pinned_from_current(
     after: After | None,
     limit: int,
 ) -> list[int] | None:
-    """The ids of a pinned page (SQLite, a sort of :data:`FROM_CURRENT`) read as two parts,
+    """The ids of a pinned page (a sort of :data:`FROM_CURRENT`) read as two parts,
     merged in the listing's order; None when too many prices changed since ``version``
     (more than :data:`CLOSED_SINCE_MAX` observations closed after it): then every match is
     sorted (:func:`_pinned_page`); so too with a region filter or a GPU filter, which keep
