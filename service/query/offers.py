@@ -537,13 +537,7 @@ def _pinned_from_current(
                 merged = merged[: merged.index(current[-1]) + 1]
             ids = [entry[-1] for entry in merged]
             if not filters.include_peers:
-                hidden: set[int] = set()
-                for start in range(0, len(ids), 1000):
-                    part = ids[start : start + 1000]
-                    test = select(OFFER.c.id).where(
-                        OFFER.c.id.in_(part), outranked(version, dialect)
-                    )
-                    hidden.update(conn.execute(test).scalars())
+                hidden = _outranked_ids(conn, ids, version)
                 ids = [i for i in ids if i not in hidden]
             if len(ids) >= limit or whole:
                 return ids[:limit]
@@ -803,18 +797,22 @@ def _outranked_later(
     fetch = max(2 * wanted, 50)
     while True:
         rows = _dicts(conn.execute(ordered.limit(fetch)))
-        ids = [r["id"] for r in rows]
-        hidden: set[int] = set()
-        for start in range(0, len(ids), 1000):
-            part = ids[start : start + 1000]
-            test = select(OFFER.c.id).where(
-                OFFER.c.id.in_(part), outranked(version, conn.dialect.name)
-            )
-            hidden.update(conn.execute(test).scalars())
+        hidden = _outranked_ids(conn, [r["id"] for r in rows], version)
         kept = [r for r in rows if r["id"] not in hidden]
         if len(kept) >= wanted or len(rows) < fetch:
             return kept[offset:wanted]
         fetch *= 4
+
+
+def _outranked_ids(conn: Connection, ids: list[int], version: int | None) -> set[int]:
+    """Those of ``ids`` that a more authoritative source's offer outranks at ``version``
+    (:func:`service.query.sql.outranked`), tested a thousand at a time."""
+    hidden: set[int] = set()
+    for start in range(0, len(ids), 1000):
+        part = ids[start : start + 1000]
+        test = select(OFFER.c.id).where(OFFER.c.id.in_(part), outranked(version, conn.dialect.name))
+        hidden.update(conn.execute(test).scalars())
+    return hidden
 
 
 PINNED_WALKS = frozenset({"price_per_gpu_hour"})
