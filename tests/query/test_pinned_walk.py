@@ -20,7 +20,8 @@ from sqlalchemy import Engine, event
 
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult
-from service.core.config import Settings
+from service.compliance.reference_load import load_reference
+from service.core.config import REFERENCE_DIR, Settings
 from service.query import offers as offers_module
 from service.query.filters import OfferFilters
 from service.query.offers import After, list_offers
@@ -245,3 +246,37 @@ def the_walk_reads_the_price_index(engine: Engine, latest: int) -> None:
             assert index in plan, (statement, plan)
             if dialect == "sqlite":  # in the index's order (descending: ties sorted by id)
                 assert "TEMP B-TREE FOR ORDER BY" not in plan, (statement, plan)
+
+
+def test_a_merged_page_stops_at_the_last_unchanged_offer_read(
+    engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the precedence hides the whole prefix read of the unchanged offers, the page is
+    read again with a longer prefix: the offers repriced since that sort after the prefix's
+    last row are not the page yet, since an unchanged offer not read may come before them.
+
+    At version 2: acme's gpu-0 at 10, gpu-1 at 20, gpu-2 at 15 (repriced to 100 later), and
+    a peer's gpu-0 and gpu-1 at 1 and 2, which acme's outrank. A prefix of two rows holds
+    the two peer rows, both hidden; gpu-2 (15, changed since) sorts after them, but acme's
+    gpu-0 (10, unchanged) is the first row of the page."""
+    load_reference(engine, REFERENCE_DIR)
+    acme = records(3, provider="lambda")
+    for row, amount in zip(acme, ("10", "20", "15"), strict=True):
+        row["amount"] = amount
+    assert ingest(engine, settings, CrawlResult(source="acme", records=acme)).rejected == 0
+    peer = records(2, source="skypilot:merge", provider="lambda")
+    for row, amount in zip(peer, ("1", "2"), strict=True):
+        row["amount"] = amount
+    assert (
+        ingest(engine, settings, CrawlResult(source="skypilot:merge", records=peer)).rejected == 0
+    )
+    acme[2]["amount"] = "100"
+    assert ingest(engine, settings, CrawlResult(source="acme", records=acme)).rejected == 0
+    monkeypatch.setattr(offers_module, "FETCH_AT_LEAST", 1)
+    with engine.connect() as conn:
+        read = pages(conn, OfferFilters(), 2, False, 1, "price")
+        with monkeypatch.context() as off:
+            off.setattr(offers_module, "FROM_CURRENT", frozenset())
+            sorted_all = pages(conn, OfferFilters(), 2, False, 1, "price")
+    assert [amount for _, _, amount in sorted_all] == [Decimal(10), Decimal(15), Decimal(20)]
+    assert read == sorted_all
