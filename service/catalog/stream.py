@@ -22,12 +22,12 @@ from service.catalog.results import Rejection
 from service.catalog.state import StateHandle
 from service.catalog.validation import Batch, SourcedRecords, StreamValidator
 
-BATCH_SIZE = 5_000
+BATCH_SIZE = 2_500
 """Records per batch: read, validated, diffed and written together. At most three are
-held at once (one validated ahead, one being validated, one being written): 5,000
-records a batch keep a 200,000-offer ingest near 250 MB (docs/ingest.md, "Memory"), at
-the CPU time of 10,000 within this machine's noise (docs/benchmarks.md, "Memory
-bounded")."""
+held at once (one validated ahead, one being validated, one being written): 2,500
+records a batch keep a 1,000,000-offer first ingest under 250 MB (5,000: 285-292 MB;
+three batches of validated records were ~49 MB of it), at the CPU time of 5,000 within
+this machine's noise (docs/ingest.md, "Memory"; docs/benchmarks.md, "Batches of 2,500")."""
 
 _END = object()
 
