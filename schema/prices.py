@@ -101,6 +101,9 @@ def pflop_hour_key_sql(gpu_hour_e10: Any, tflops: Any, dialect: str) -> Any:
 
 ACTIVE = text("status = 'active'")
 ACTIVE_KNOWN_GPU = text("+status = 'active' AND +gpu_slug IS NOT NULL")
+"""SQLite's predicate of ix_offer_gpu_kind_provider: only a statement with exactly these two
+terms (the overview's) can use the index, so no other plan changes; and neither term can
+seek another index, so SQLite's planner (no statistics) reads this one, in group order."""
 ACTIVE_SCAN = text("+status = 'active' AND +id > 0")
 """SQLite's predicate of ix_offer_active_filters: only a current listing's filters-first
 read of ids and keys writes exactly these two terms (``service.query.offers.base_query``),
@@ -124,9 +127,6 @@ FILTERED_COLUMNS = (
     "status",
 )
 """ix_offer_active_filters: every offer column a listing filter or sort key reads."""
-"""SQLite's predicate of ix_offer_gpu_kind_provider: only a statement with exactly these two
-terms (the overview's) can use the index, so no other plan changes; and neither term can
-seek another index, so SQLite's planner (no statistics) reads this one, in group order."""
 
 
 class Offer(SQLModel, table=True):

@@ -95,7 +95,7 @@ def base_query(
     planner into a walk plus a sort of the whole catalog instead of a rowid scan.
     ``pflop``: a pinned read sorted by USD per PFLOPS-hour joins the GPU model its key
     divides by (:data:`service.query.sql.PFLOP_GPU`; on PostgreSQL, SQLite reads it only
-    for repriced offers: :func:`service.query.sql.stored_or_pinned`).
+    for repriced offers: :func:`service.query.sql.stored_or_pinned_pflop`).
     """
     status = OFFER.c.status
     if scan and dialect == "sqlite":

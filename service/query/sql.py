@@ -298,7 +298,7 @@ def pflop_hour_key(dialect: str, version: int | None = None) -> Any:
 PFLOP_GPU = GPU.alias("pflop_gpu")
 """The GPU model whose TFLOPS a pinned USD per PFLOPS-hour key divides by: a pinned read
 sorted by it joins it once on PostgreSQL (LEFT, by its primary key: :func:`service.query.
-offers.base_query` with ``pflop``; SQLite: :func:`stored_or_pinned`). As a scalar subquery
+offers.base_query` with ``pflop``; SQLite: :func:`stored_or_pinned_pflop`). As a scalar subquery
 in the sort key, PostgreSQL looked the model up twice per row (the key and its ``IS NULL``),
 200,000 index scans for a page."""
 
@@ -308,41 +308,29 @@ def price_key_bound(value: Decimal) -> int:
     return int(value.scaleb(10).to_integral_value(rounding=ROUND_FLOOR))
 
 
-STORED_KEYS = {
-    "price_per_gpu_hour": OFFER.c.gpu_hour_usd_e10,
-    "price": OFFER.c.hourly_usd_e10,
-    "price_per_pflop_hour": OFFER.c.pflop_hour_usd_e10,
-}
-"""The sort keys the offer row stores for its current observation (written with each
-price; the USD per PFLOPS-hour's by reference loads too)."""
-
-
-def stored_or_pinned(sort: str, version: int) -> Any:
-    """SQLite: a pinned sort key (:data:`STORED_KEYS`) read from the offer row when the
+def stored_or_pinned_pflop(version: int) -> Any:
+    """SQLite: a pinned USD per PFLOPS-hour key read from the offer row
+    (``pflop_hour_usd_e10``, written with each price and by reference loads) when the
     observation in force at ``version`` is the offer's current one (an offer not repriced
     since: most of them, a recent version), else computed from the observation. The same
     integer either way below 10^5 USD (the computed key goes through a double).
 
-    Used for the USD per PFLOPS-hour: computed for every match, it cost a lookup of the GPU
-    model (105,000 for ``min_gpus=4`` in the listing benchmark) and the exact division
-    written out in SQL, its TFLOPS scaled ten times over: 230 ms for a page of 100, 120 ms
-    so. Here only the repriced offers look their model up, once per use of the key (a
-    scalar subquery in the ``ELSE``, evaluated only there). The other keys are a cast of
-    the observation's column: reading the offer row for them instead cost more where the
-    page is read from an index without it (``sort=price as_of=2 cert=...``: 51 → 77 ms)."""
-    if sort == "price_per_pflop_hour":
-        key = pflop_hour_key_sql(gpu_hour_key("sqlite", version), GPU.c.tflops_bf16, "sqlite")
-        computed = select(key).where(GPU.c.slug == OFFER.c.gpu_slug).scalar_subquery()
-    elif sort == "price":
-        computed = hourly_key("sqlite", version)
-    else:
-        computed = gpu_hour_key("sqlite", version)
-    return case((OBS.c.id == OFFER.c.observation_id, STORED_KEYS[sort]), else_=computed)
+    Computed for every match, it cost a lookup of the GPU model (105,000 for ``min_gpus=4``
+    in the listing benchmark) and the exact division written out in SQL, its TFLOPS scaled
+    ten times over: 230 ms for a page of 100, 120 ms so. Here only the repriced offers look
+    their model up, once per use of the key (a scalar subquery in the ``ELSE``, evaluated
+    only there). The other pinned keys are a cast of the observation's column: reading the
+    offer row for them instead cost more where the page is read from an index without it
+    (``sort=price as_of=2 cert=...``: 51 → 77 ms)."""
+    key = pflop_hour_key_sql(gpu_hour_key("sqlite", version), GPU.c.tflops_bf16, "sqlite")
+    computed = select(key).where(GPU.c.slug == OFFER.c.gpu_slug).scalar_subquery()
+    current = OBS.c.id == OFFER.c.observation_id
+    return case((current, OFFER.c.pflop_hour_usd_e10), else_=computed)
 
 
 def sort_expression(sort: str, dialect: str, version: int | None = None) -> Any:
     if version is not None and dialect == "sqlite" and sort == "price_per_pflop_hour":
-        return stored_or_pinned(sort, version)  # the others are cheap to compute
+        return stored_or_pinned_pflop(version)  # the others are cheap to compute
     if sort == "price_per_gpu_hour":
         return gpu_hour_key(dialect, version)
     if sort == "price":

@@ -1,6 +1,6 @@
 """A listing ``as_of`` a past version sorted by USD per PFLOPS-hour keys each offer by its
 price at that version: on SQLite the offer row's stored key serves the offers not repriced
-since (``service.query.sql.stored_or_pinned``), the others' key is computed from the
+since (``service.query.sql.stored_or_pinned_pflop``), the others' key is computed from the
 observation in force then. Checked against a brute-force reading of every observation row,
 at every version of a catalog whose offers are repriced, withdrawn, brought back and
 added, both directions, on SQLite and PostgreSQL."""
