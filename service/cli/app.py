@@ -46,10 +46,10 @@ def main(
     debug: Annotated[bool, typer.Option("--debug", help="show tracebacks")] = False,
 ) -> None:
     set_debug(debug)
-    if ctx.invoked_subcommand != "serve":  # a batch command: its threads share one arena
-        from service.core.memory import one_malloc_arena
+    if ctx.invoked_subcommand != "serve":  # a batch command (service.core.memory)
+        from service.core.memory import tune_allocator
 
-        one_malloc_arena()
+        tune_allocator()
     from service.alerts.listeners import install  # every ingest writes its alert events
 
     install()

@@ -79,12 +79,13 @@ def crawl(
 ) -> None:
     """Fetch (or parse saved files) and ingest one source, several, or --all."""
     from crawlers.registry import all_sources as registry
+    from crawlers.registry import find_source
     from service.crawl.run import crawl_source
 
     names = list(registry()) if all_sources else list(sources or [])
     if not names:
         raise UsageProblem("name a SOURCE or use --all")
-    unknown = [n for n in names if n not in registry()]
+    unknown = [n for n in names if find_source(n) is None]
     if unknown:
         raise CliError(f"unknown source {unknown[0]!r}; `gpuatlas sources` lists them")
     if from_file and len(names) != 1:
