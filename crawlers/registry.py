@@ -49,7 +49,10 @@ def _sources_of(module: ModuleType) -> dict[str, type]:
     found: dict[str, type] = {}
     for obj in vars(module).values():
         if _is_source(obj) and obj.__module__ == module.__name__:
-            found[obj.__dict__["name"]] = obj
+            name = obj.__dict__["name"]
+            if name in found and found[name] is not obj:
+                raise RuntimeError(f"two sources named {name!r}")
+            found[name] = obj
     for obj in getattr(module, "SOURCES", ()):
         found[obj.name] = obj
     return found

@@ -101,3 +101,19 @@ def test_a_spider_is_found_with_scrapy_and_the_full_scan_imports_everything() ->
     assert "scrapy" in _imported_after(
         "from crawlers.registry import get_source\nget_source('lambda')"
     )
+
+
+def test_two_classes_of_one_name_in_a_module_are_refused() -> None:
+    from types import ModuleType
+
+    from crawlers.base import ApiSource
+    from crawlers.registry import _sources_of
+
+    module = ModuleType("crawlers.providers.twins")
+    first = type("First", (ApiSource,), {"name": "twins", "__module__": module.__name__})
+    second = type("Second", (ApiSource,), {"name": "twins", "__module__": module.__name__})
+    module.First, module.Second = first, second  # type: ignore[attr-defined]
+    with pytest.raises(RuntimeError, match="two sources named 'twins'"):
+        _sources_of(module)
+    del module.Second  # type: ignore[attr-defined]
+    assert _sources_of(module) == {"twins": first}
