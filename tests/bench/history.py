@@ -33,6 +33,8 @@ The SQLite catalog is kept between runs in the temp folder (a file named after t
 sizes; GPUATLAS_BENCH_HISTORY_KEEP=path: that file instead): a run copies it, migrates
 the copy to the head and measures that (delete the file to rebuild; its versions' times
 are those of its build, so "a month back" drifts by the file's age).
+GPUATLAS_BENCH_HISTORY_PG_KEEP=1 keeps the PostgreSQL catalog the same way, as a database
+named after the sizes.
 
 Quick run: ``GPUATLAS_BENCH_HISTORY_OFFERS=20000 GPUATLAS_BENCH_HISTORY_OBSERVATIONS=500000
 .venv/bin/python -m tests.bench.history``. Asserts nothing about time.
@@ -79,6 +81,9 @@ CHANGES = int(os.environ.get("GPUATLAS_BENCH_HISTORY_CHANGES", "570"))
 HOT = int(os.environ.get("GPUATLAS_BENCH_HISTORY_HOT", "20"))
 SECONDS = float(os.environ.get("GPUATLAS_BENCH_HISTORY_SECONDS", "3"))
 KEEP = os.environ.get("GPUATLAS_BENCH_HISTORY_KEEP")
+PG_KEEP = os.environ.get("GPUATLAS_BENCH_HISTORY_PG_KEEP", "0") == "1"
+"""Keep the PostgreSQL catalog between runs, as database
+``gpuatlas_bench_history_<offers>_<observations>_<changes>_<hot>`` (drop it to rebuild)."""
 BACKENDS = {
     "postgresql" if name.strip() in ("postgres", "pg") else name.strip()
     for name in os.environ.get("GPUATLAS_BENCH_HISTORY_BACKENDS", "sqlite,postgresql").split(",")
@@ -398,10 +403,12 @@ class Statements:
 
 
 def plan(conn: Connection, statement: str, params: Any) -> str:
-    prefix = "EXPLAIN QUERY PLAN " if conn.dialect.name == "sqlite" else "EXPLAIN "
-    rows = conn.exec_driver_sql(prefix + statement, params).all()
+    """The statement's plan; on PostgreSQL run (``EXPLAIN ANALYZE``), so that it ends with
+    the server's planning and execution times."""
     if conn.dialect.name == "sqlite":
+        rows = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, params).all()
         return "\n".join(f"      {r[-1]}" for r in rows)
+    rows = conn.exec_driver_sql("EXPLAIN (ANALYZE, BUFFERS) " + statement, params).all()
     return "\n".join(f"      {r[0]}" for r in rows)
 
 
@@ -499,12 +506,20 @@ def run_backend(name: str, url: str, kept: bool = False, keep_to: Path | None = 
             kinds["as_of a month back, 4 filters (100), jit off"] = [
                 lambda: list_offers(plain, LISTING, 100, version=month_back)
             ]
+        # what any statement costs here, however little it reads: the round trip through
+        # the driver (and on PostgreSQL the server's protocol), the floor under every kind
+        measure(
+            "a statement's floor (SELECT 1)",
+            [lambda: conn.exec_driver_sql("SELECT 1").all()],
+            SECONDS,
+        )
         figures: dict[str, dict[str, float]] = {}
         slowest: dict[str, tuple[float, str, Any]] = {}
         for label, calls in kinds.items():
             figures[label] = measure(label, calls, SECONDS)
             with watcher.watch() as seen:
                 calls[0]()
+            print(f"    ({len(seen)} statements a call)")
             if seen:
                 slowest[label] = max(seen, key=lambda s: s[0])
     print(f"  export csv, current: {export_rate(engine, None):,.0f} rows/s")
@@ -537,8 +552,14 @@ def main() -> None:
     pg = os.environ.get("GPUATLAS_TEST_POSTGRES_URL")
     if pg and "postgresql" in BACKENDS:
         from service.core.db import normalize_url
-        from tests.support.pg import pg_database
+        from tests.support.pg import kept_pg_database, pg_database
 
+        if PG_KEEP:
+            url, exists = kept_pg_database(
+                normalize_url(pg), f"gpuatlas_bench_history_{N}_{OBSERVATIONS}_{CHANGES}_{HOT}"
+            )
+            run_backend("postgresql", url, kept=exists)
+            return
         with pg_database(normalize_url(pg)) as url:
             run_backend("postgresql", url)
 

@@ -510,21 +510,10 @@ def main() -> None:
 def postgres_catalog(admin_url: str) -> Iterator[str]:
     """The PostgreSQL catalog kept between runs (``GPUATLAS_BENCH_LISTING_PG_KEEP=1``):
     built when its database is new, migrated at each start."""
-    from sqlalchemy import create_engine
-    from sqlalchemy.engine import make_url
+    from tests.support.pg import kept_pg_database
 
     name = f"gpuatlas_bench_listing_{N}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            exists = conn.execute(
-                text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}
-            ).first()
-            if not exists:
-                conn.execute(text(f'CREATE DATABASE "{name}"'))
-    finally:
-        admin.dispose()
-    url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    url, exists = kept_pg_database(admin_url, name)
     if exists:
         print(f"  catalog: the kept database {name} (drop it to rebuild)")
         upgrade(url)

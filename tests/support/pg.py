@@ -28,6 +28,23 @@ def create_pg_database(admin_url: str, prefix: str = "gpuatlas_t") -> str:
     return make_url(admin_url).set(database=name).render_as_string(hide_password=False)
 
 
+def kept_pg_database(admin_url: str, name: str) -> tuple[str, bool]:
+    """The database ``name`` next to ``admin_url``'s, kept between runs (a benchmark's
+    catalog): its URL, and whether it was there already (else it is created, empty)."""
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            exists = conn.execute(
+                text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}
+            ).first()
+            if not exists:
+                conn.execute(text(f'CREATE DATABASE "{name}"'))
+    finally:
+        admin.dispose()
+    url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    return url, exists is not None
+
+
 def drop_pg_database(admin_url: str, url: str) -> None:
     """Drop ``url``'s database, disconnecting whoever still uses it."""
     name = make_url(url).database
