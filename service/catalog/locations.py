@@ -42,6 +42,7 @@ from sqlalchemy import Connection, delete, insert, or_, select
 from schema.catalog import GpuModel, Region
 from schema.enums import OfferStatus
 from schema.prices import Offer, OfferLocation
+from service.core.in_list import among
 
 OFFER = Offer.__table__  # type: ignore[attr-defined]
 LOCATION = OfferLocation.__table__  # type: ignore[attr-defined]
@@ -291,7 +292,7 @@ def refresh(
     for chunk in _chunks(ids):
         result = conn.execute(
             select(LOCATION.c.offer_id, LOCATION.c.region, LOCATION.c.country, LOCATION.c.basis)
-            .where(LOCATION.c.offer_id.in_(chunk))
+            .where(among(LOCATION.c.offer_id, chunk, conn.dialect.name))
             .order_by(LOCATION.c.offer_id, LOCATION.c.position)
         )
         for offer_id, region, country, basis in result:
@@ -414,7 +415,7 @@ def locations_of(conn: Connection, offer_ids: Sequence[int]) -> dict[int, list[d
     for chunk in _chunks(sorted(set(offer_ids))):
         rows = conn.execute(
             select(LOCATION.c.offer_id, LOCATION.c.region, LOCATION.c.country, LOCATION.c.basis)
-            .where(LOCATION.c.offer_id.in_(chunk))
+            .where(among(LOCATION.c.offer_id, chunk, conn.dialect.name))
             .order_by(LOCATION.c.offer_id, LOCATION.c.position)
         )
         for offer_id, region, country, basis in rows:

@@ -50,6 +50,7 @@ from sqlalchemy.types import String
 
 from schema.enums import OfferStatus
 from schema.prices import ACTIVE_SCAN, SORT_KEY_SCALE, pflop_hour_key
+from service.core.in_list import among
 from service.query.facts import bare_metal_offered, catalog_facts
 from service.query.filters import ComplianceSets, OfferFilters, apply_filters
 from service.query.precedence import IDENTITY_FIELDS, source_key
@@ -274,9 +275,8 @@ def list_offers(
                     unfiltered = partial(offers_query, **shared)
                     ids = _filtered_first(conn, unfiltered, filters, limit)
                     key = sort_expression(sort, dialect)
-                    found = (
-                        _dicts(conn.execute(_by_ids(keyed, key, ids, descending))) if ids else []
-                    )
+                    by_ids = _by_ids(keyed, key, ids, descending, dialect)
+                    found = _dicts(conn.execute(by_ids)) if ids else []
                 rows = found
             elif sort in MERGED_PER_GPU and _merged(conn, sort, gpus, models):
                 assert models is not None
@@ -657,7 +657,7 @@ def _pinned_by_ids(
     everything = OfferFilters(include_peers=True)  # chosen already: no filter, no probe
     stmt = offers_query(
         everything, conn.dialect.name, version=version, sort=sort, descending=descending
-    ).where(OFFER.c.id.in_(ids))
+    ).where(among(OFFER.c.id, ids, conn.dialect.name))
     found = {row["id"]: row for row in _dicts(conn.execute(stmt))}
     return [found[i] for i in ids if i in found]
 
@@ -810,7 +810,10 @@ def _outranked_ids(conn: Connection, ids: list[int], version: int | None) -> set
     hidden: set[int] = set()
     for start in range(0, len(ids), 1000):
         part = ids[start : start + 1000]
-        test = select(OFFER.c.id).where(OFFER.c.id.in_(part), outranked(version, conn.dialect.name))
+        dialect = conn.dialect.name
+        test = select(OFFER.c.id).where(
+            among(OFFER.c.id, part, dialect), outranked(version, dialect)
+        )
         hidden.update(conn.execute(test).scalars())
     return hidden
 
@@ -918,7 +921,7 @@ class Walk:
         ids = filtered_first(self.limit)
         if not ids:
             return []
-        return _dicts(conn.execute(_by_ids(keyed, key, ids, self.descending)))
+        return _dicts(conn.execute(_by_ids(keyed, key, ids, self.descending, conn.dialect.name)))
 
     def bound(self, conn: Connection, key: Any, by_gpu: bool, depth: int) -> Any:
         """The key ``depth`` active offers along the index from where the page starts
@@ -1068,22 +1071,28 @@ def _descending(
     if len(largest) < limit:  # every row left: read them by id (one walk, however sparse)
         if not largest:
             return []
-        return _dicts(conn.execute(_by_ids(keyed, key, [i for _, i in largest], True)))
+        return _dicts(
+            conn.execute(_by_ids(keyed, key, [i for _, i in largest], True, conn.dialect.name))
+        )
     bound = largest[-1][0]
     above = [offer_id for value, offer_id in largest if value != bound]
-    rows = _dicts(conn.execute(_by_ids(keyed, key, above, True))) if above else []
+    rows = (
+        _dicts(conn.execute(_by_ids(keyed, key, above, True, conn.dialect.name))) if above else []
+    )
     at_bound = _at(pages, key, bound, after, sort)
     return rows + _dicts(conn.execute(at_bound.limit(limit - len(rows))))
 
 
-def _by_ids(keyed: Select[Any], key: Any, ids: list[int], descending: bool) -> Select[Any]:
+def _by_ids(
+    keyed: Select[Any], key: Any, ids: list[int], descending: bool, dialect: str
+) -> Select[Any]:
     """The current read of ``keyed``'s columns for offers already chosen by ``keyed``, by
     id, in the listing's order: no filter left to tempt the planner off the primary key."""
     return (
         select(*keyed.selected_columns)
         .select_from(OFFER)
         .join(OBS, OBS.c.id == OFFER.c.observation_id)
-        .where(OFFER.c.id.in_(ids))
+        .where(among(OFFER.c.id, ids, dialect))
         .order_by(key.desc() if descending else key, OFFER.c.id)
     )
 
@@ -1142,7 +1151,7 @@ def also_from(
         stmt = select(mine.c.id.label("page_id"), other).select_from(mine).join(other, true())
     else:
         stmt = others.add_columns(mine.c.id.label("page_id"))
-    stmt = stmt.where(mine.c.id.in_(ids))
+    stmt = stmt.where(among(mine.c.id, ids, conn.dialect.name))
     out: dict[int, list[dict[str, Any]]] = {r["id"]: [] for r in rows}
     for r in conn.execute(stmt).mappings():
         out[r["page_id"]].append(source_report(r))

@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
+from service.core.in_list import among
 from service.query.filters import ComplianceSets, OfferFilters
 from service.query.places import place_rows
 from service.query.sql import RUN_PAYLOAD
@@ -24,7 +25,7 @@ def with_payloads(conn: Connection, rows: list[dict[str, Any]]) -> list[dict[str
     for start in range(0, len(wanted), IDS_PER_STATEMENT):
         chunk = wanted[start : start + IDS_PER_STATEMENT]
         stmt = select(RUN_PAYLOAD.c.id, RUN_PAYLOAD.c.sha256, RUN_PAYLOAD.c.url).where(
-            RUN_PAYLOAD.c.id.in_(chunk)
+            among(RUN_PAYLOAD.c.id, chunk, conn.dialect.name)
         )
         found.update((row_id, (sha, url)) for row_id, sha, url in conn.execute(stmt))
     none = (None, None)
