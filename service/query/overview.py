@@ -37,6 +37,7 @@ from sqlalchemy import Connection, case, exists, func, literal_column, or_, sele
 from schema.enums import OfferStatus
 from schema.text import ascii_digits
 from service.compliance.queries import ComplianceError, export_control
+from service.core.in_list import among
 from service.query.facts import catalog_facts
 from service.query.filters import ComplianceSets, OfferFilters, apply_filters
 from service.query.offers import get_offer, list_offers, live_gpu_slugs
@@ -223,7 +224,7 @@ def _winners(
         hidden = set(
             conn.execute(
                 select(OFFER.c.id).where(
-                    OFFER.c.id.in_(sorted(asked.values())), outranked(None, dialect)
+                    among(OFFER.c.id, sorted(asked.values()), dialect), outranked(None, dialect)
                 )
             ).scalars()
         )

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, func, literal, select, tuple_, union
 
+from service.core.in_list import among
 from service.query.sql import OBS, OFFER, VERSION, seen_at
 
 
@@ -56,7 +57,7 @@ CHANGE_OFFER_COLUMNS = (
 def _offers_by_id(conn: Connection, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
     if not ids:
         return {}
-    stmt = select(*CHANGE_OFFER_COLUMNS).where(OFFER.c.id.in_(ids))
+    stmt = select(*CHANGE_OFFER_COLUMNS).where(among(OFFER.c.id, ids, conn.dialect.name))
     return {r["id"]: dict(r) for r in conn.execute(stmt).mappings()}
 
 
@@ -140,7 +141,7 @@ def _rows_at(
     stmt = (
         select(*CHANGE_OFFER_COLUMNS, OBS.c.amount, OBS.c.currency, OBS.c.gpu_hour_usd)
         .select_from(OFFER.join(OBS, seen_at(version)))
-        .where(OFFER.c.id.in_(ids))
+        .where(among(OFFER.c.id, ids, conn.dialect.name))
     )
     keys = [c.key for c in CHANGE_OFFER_COLUMNS]
     width = len(keys)
