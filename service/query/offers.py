@@ -275,8 +275,8 @@ def list_offers(
                     unfiltered = partial(offers_query, **shared)
                     ids = _filtered_first(conn, unfiltered, filters, limit)
                     key = sort_expression(sort, dialect)
-                    by_ids = _by_ids(keyed, key, ids, descending, dialect)
-                    found = _dicts(conn.execute(by_ids)) if ids else []
+                    by_ids = _by_ids(keyed, key, ids, descending, dialect) if ids else None
+                    found = _dicts(conn.execute(by_ids)) if by_ids is not None else []
                 rows = found
             elif sort in MERGED_PER_GPU and _merged(conn, sort, gpus, models):
                 assert models is not None
@@ -808,9 +808,9 @@ def _outranked_ids(conn: Connection, ids: list[int], version: int | None) -> set
     """Those of ``ids`` that a more authoritative source's offer outranks at ``version``
     (:func:`service.query.sql.outranked`), tested a thousand at a time."""
     hidden: set[int] = set()
+    dialect = conn.dialect.name
     for start in range(0, len(ids), 1000):
         part = ids[start : start + 1000]
-        dialect = conn.dialect.name
         test = select(OFFER.c.id).where(
             among(OFFER.c.id, part, dialect), outranked(version, dialect)
         )
