@@ -19,7 +19,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import Join, LateralFromClause
-from sqlalchemy.sql.util import ClauseAdapter
+from sqlalchemy.sql.visitors import replacement_traverse
 from sqlalchemy.types import BigInteger, Float, Integer, Numeric, String
 
 from schema.catalog import GpuModel, Provider, Region
@@ -209,13 +209,31 @@ def laterally(stmt: _Statement, version: int | None, dialect: str) -> _Statement
     observation table read from :func:`pinned_lateral` instead (the aliases other probes
     use, such as the peer precedence's, are left alone). Current reads and SQLite's are
     returned as they are. A column left unmapped would name the table a second time in the
-    FROM list, which PostgreSQL refuses: a loud error, never a wrong answer."""
+    FROM list, which PostgreSQL refuses: a loud error, never a wrong answer.
+
+    The statement is copied with each of the table's own columns swapped for the
+    lateral's by identity (a dictionary look-up per element): a general ``ClauseAdapter``
+    asked each of a statement's thousands of elements whether it corresponds to the
+    lateral, 1.7 ms of a pinned page of 100 (docs/benchmarks.md, "History at scale",
+    sixth round)."""
     if version is None or dialect != "postgresql":
         return stmt
-    adapter = ClauseAdapter(
-        pinned_lateral(version), include_fn=lambda element: getattr(element, "table", None) is OBS
-    )
-    return adapter.traverse(stmt)  # type: ignore[no-any-return]
+    lateral = pinned_lateral(version)
+    columns = _lateral_columns(version)
+
+    def replace(element: Any) -> Any:
+        if element is lateral:  # its own statement reads the table's alias: kept whole
+            return element
+        return columns.get(element)
+
+    return replacement_traverse(stmt, {}, replace)  # type: ignore[no-any-return]
+
+
+@lru_cache(maxsize=64)
+def _lateral_columns(version: int) -> dict[Any, Any]:
+    """The observation table's columns -> :func:`pinned_lateral`'s, by identity."""
+    lateral = pinned_lateral(version)
+    return {column: lateral.c[column.key] for column in OBS.c}
 
 
 def gpu_hour_key(dialect: str, version: int | None = None) -> Any:
