@@ -226,7 +226,7 @@ def laterally(stmt: _Statement, version: int | None, dialect: str) -> _Statement
             return element
         return columns.get(element)
 
-    return replacement_traverse(stmt, {}, replace)  # type: ignore[no-any-return]
+    return replacement_traverse(stmt, {}, replace)  # type: ignore[call-overload,no-any-return]
 
 
 @lru_cache(maxsize=64)
