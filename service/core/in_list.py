@@ -6,7 +6,7 @@ the statement's text is different for each count of ids (so psycopg converts it 
 never prepares it: texts past its cache's length are not cached), and SQLAlchemy renders
 the list's hundred parameters each time. ``= ANY(%(ids)s::INTEGER[])`` is one parameter,
 one text whatever the count, converted once and prepared by the driver after its fifth
-use (docs/benchmarks.md, "PostgreSQL's id lists"). SQLite keeps the ``IN`` list: it has
+use (docs/benchmarks.md, "History at scale", sixth round). SQLite keeps the ``IN`` list: it has
 no arrays, and its statements are prepared from the text anyway.
 """
 

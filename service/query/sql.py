@@ -219,7 +219,7 @@ def laterally(stmt: _Statement, version: int | None, dialect: str) -> _Statement
     if version is None or dialect != "postgresql":
         return stmt
     lateral = pinned_lateral(version)
-    columns = _lateral_columns(version)
+    columns = _lateral_columns(lateral)
 
     def replace(element: Any) -> Any:
         if element is lateral:  # its own statement reads the table's alias: kept whole
@@ -230,9 +230,9 @@ def laterally(stmt: _Statement, version: int | None, dialect: str) -> _Statement
 
 
 @lru_cache(maxsize=64)
-def _lateral_columns(version: int) -> dict[Any, Any]:
-    """The observation table's columns -> :func:`pinned_lateral`'s, by identity."""
-    lateral = pinned_lateral(version)
+def _lateral_columns(lateral: LateralFromClause) -> dict[Any, Any]:
+    """The observation table's columns -> ``lateral``'s, by identity (cached by the
+    lateral object itself, so never another version's or an evicted copy's)."""
     return {column: lateral.c[column.key] for column in OBS.c}
 
 
