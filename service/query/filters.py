@@ -68,6 +68,11 @@ class OfferFilters:
     include_peers: bool = False
     """False: one row per (provider, sku, region, price kind), from the most authoritative
     source reporting it (see :mod:`service.query.precedence`); True: every source's offers."""
+    source_unindexed: bool = False
+    """Internal, never a request's (:func:`service.query.offers.list_offers` sets it): on
+    SQLite the ``source`` filter keeps most of the catalog, so it is tested on the rows or
+    index entries read (``+offer.source``) instead of sought in the source's index (a table
+    row read per offer of the source: see :func:`service.query.outrankers.holds_most`)."""
 
     def providers(self) -> list[str]:
         if not self.provider:
@@ -259,7 +264,10 @@ def apply_filters(
     if filters.price_kind and on("price_kind"):
         stmt = stmt.where(OFFER.c.price_kind == filters.price_kind)
     if filters.source and on("source"):
-        stmt = stmt.where(OFFER.c.source == filters.source)
+        source = OFFER.c.source
+        if filters.source_unindexed and dialect == "sqlite":
+            source = literal_column("+offer.source", source.type)
+        stmt = stmt.where(source == filters.source)
     count = sortable(OFFER.c.gpu_count, dialect)
     if filters.min_gpus is not None and on("min_gpus"):
         stmt = stmt.where(count >= _number(filters.min_gpus, dialect))

@@ -55,6 +55,7 @@ from service.query.facts import bare_metal_offered, catalog_facts
 from service.query.filters import ComplianceSets, OfferFilters, apply_filters
 from service.query.precedence import IDENTITY_FIELDS, source_key
 from service.query.provenance import finished_rows
+from service.query.source_filter import holds_most, may_be_outranked
 from service.query.sql import (
     OBS,
     OFFER,
@@ -247,6 +248,12 @@ def list_offers(
     the page is read in three index ranges (:func:`_descending`).
     """
     dialect = conn.dialect.name
+    source = filters.source
+    if source is not None:  # see service.query.source_filter
+        if not filters.include_peers and not may_be_outranked(conn, source):
+            filters = replace(filters, include_peers=True)  # the precedence hides nothing
+        if dialect == "sqlite" and holds_most(conn, source):
+            filters = replace(filters, source_unindexed=True)
     if (
         version is None
         and filters.bare_metal is not None
@@ -918,6 +925,8 @@ class Walk:
                 rows = _dicts(conn.execute(walk.limit(self.limit)))
             if rows is not None and (len(rows) >= self.limit or bound is None):
                 return rows
+            if rows is None or len(rows) * WIDER < self.limit:
+                break  # too selective for a deeper walk: the filters go first
         ids = filtered_first(self.limit)
         if not ids:
             return []
