@@ -518,10 +518,21 @@ def _pinned_from_current(
     unchanged = exists().where(OBS.c.id == OFFER.c.observation_id, OBS.c.version_from <= version)
     since = OFFER.c.id.in_(closed)
     parts = (False, True) if after is None or after.value is not None else (True,)
-    changed: list[tuple[Any, ...]] = []  # part (2), whole: (key is null, key, id)
-    for nulls in parts:
-        pinned = offers_query(every_source, dialect, version=version, nulls=nulls, **shared)
-        changed += [_order(row, nulls, descending) for row in conn.execute(pinned.where(since))]
+    part_two: list[list[tuple[Any, ...]]] = []
+
+    def changed() -> list[tuple[Any, ...]]:
+        """Part (2), whole: (key is null, key, id) each. Read once, and only once part (1)
+        can give the page: a bounded range short of it gives the read up first (the read
+        of part (2) cost 15 of #333's 52 ms before the full sort, docs/benchmarks.md)."""
+        if not part_two:
+            rows: list[tuple[Any, ...]] = []
+            for nulls in parts:
+                pinned = offers_query(every_source, dialect, version=version, nulls=nulls, **shared)
+                rows += [
+                    _order(row, nulls, descending) for row in conn.execute(pinned.where(since))
+                ]
+            part_two.append(rows)
+        return part_two[0]
 
     def read(bound: Any) -> list[int] | None:
         fetch = max(2 * limit, FETCH_AT_LEAST)
@@ -538,7 +549,7 @@ def _pinned_from_current(
                 current += [_order(row, nulls, descending) for row in rows]
                 if not nulls and len(current) < fetch and bound is not None:
                     return None  # the bounded range is short of the page
-            merged = sorted([*current, *changed])
+            merged = sorted([*current, *changed()])
             whole = len(current) < fetch  # part (1) read to its end
             if not whole:
                 merged = merged[: merged.index(current[-1]) + 1]
@@ -863,9 +874,9 @@ WIDER = 4
 """If those hold too few matches, a walk of a :data:`WIDENED` sort is tried once more over
 this many times as many entries before the filters go first (:class:`Walk`)."""
 WIDENED = frozenset({"price_per_pflop_hour"})
-"""Sorts whose walk is tried twice: GPU-model filters (``min_gpu_memory_gb``,
-``export_destination``) remove whole runs of the USD per PFLOPS-hour index (its dearest
-entries are all small GPUs), so the first matches can lie just past the first bound. For
+"""Sorts whose walk may be tried twice (when the first range held a :data:`WIDER`-th of
+the page): GPU-model filters (``min_gpu_memory_gb``, ``export_destination``) remove whole
+runs of the USD per PFLOPS-hour index (its dearest entries are all small GPUs). For
 the other sorts the second walk cost more in the listing benchmark's selective filters
 (10-37 ms CPU each for ``-price``) than it saved."""
 
@@ -882,13 +893,15 @@ class Walk:
     :data:`PREFIX`-th active offer from the start (or the cursor) is read from the index
     alone, and the walk reads the offers with keys up to K. Every offer past K comes after
     every offer of that range in the listing's order, so if the range holds ``limit``
-    matches they are the page. If not, a :data:`WIDENED` sort's walk is tried once more to
-    the entry :data:`WIDER` times further: a filter that keeps many offers may still keep none of
-    the first ones (``min_gpu_memory_gb`` and the dearest USD per PFLOPS-hour: all small
-    GPUs; the 100th match at the 5,668th entry of 184,000 in the listing benchmark).
-    Otherwise the filters are selective and the page is computed the other way round: the
-    filters first (their own indexes, or one scan), and the few matches sorted. Same rows,
-    same order; the bound only decides the cost.
+    matches they are the page. If not, and the range held a :data:`WIDER`-th of the page at
+    least, a :data:`WIDENED` sort's walk is tried once more to the entry :data:`WIDER` times
+    further (the matches are there, only sparser than the page needs). Otherwise the
+    filters are selective and the page is computed the other way round: the filters first
+    (their own indexes, or one scan), and the matches sorted. Same rows, same order; the
+    bound only decides the cost. (The deeper walk was tried whatever the first one held
+    until 2026-12-05: for a filter that keeps none of the first entries, ``min_gpu_memory_gb``
+    and the dearest USD per PFLOPS-hour, all small GPUs, it cost 8-24 ms before the same
+    scan, and set the listing mix's p99: docs/benchmarks.md, "The source filter".)
 
     The bound is also a range on the sort's index, which keeps SQLite's planner (no
     statistics) on the walk where a filter's own range (``max_price_per_gpu_hour`` on the
