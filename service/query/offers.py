@@ -34,9 +34,12 @@ from functools import partial
 from typing import Any
 
 from sqlalchemy import (
+    ARRAY,
     Connection,
+    Integer,
     Select,
     and_,
+    bindparam,
     exists,
     func,
     literal_column,
@@ -351,7 +354,7 @@ def _pinned_page(
         after=after,
         ids_only=True,
     )
-    return _pinned_ids(conn, ordered, filters, version, limit, offset)
+    return _pinned_ids(conn, ordered, filters, version, limit, offset, ahead=SORTED_AHEAD)
 
 
 def _pinned_ids(
@@ -361,13 +364,16 @@ def _pinned_ids(
     version: int,
     limit: int,
     offset: int = 0,
+    *,
+    ahead: int = 1,
 ) -> list[int]:
     """The ids of ``ordered`` (a pinned read of every source) from ``offset`` on, at most
     ``limit``: as they come with ``include_peers``, else with the peer precedence applied
-    to the rows read (:func:`_outranked_later`)."""
+    to the rows read (:func:`_outranked_later`, ``ahead`` passed on)."""
     if filters.include_peers:
         return [row.id for row in conn.execute(ordered.limit(limit).offset(offset))]
-    return [row["id"] for row in _outranked_later(conn, ordered, version, limit, offset)]
+    found = _outranked_later(conn, ordered, version, limit, offset, ahead)
+    return [row["id"] for row in found]
 
 
 def _pinned_walk(
@@ -503,9 +509,20 @@ def _pinned_from_current(
     if filters.region or (gpus is not None and not one_model):
         return None  # a few percent of the index: its first entries hold too few of them
     closed = select(CLOSED.c.offer_id).where(CLOSED.c.version_to > version)
-    counted = select(func.count()).select_from(closed.limit(CLOSED_SINCE_MAX + 1).subquery())
-    if conn.execute(counted).scalar_one() > CLOSED_SINCE_MAX:
-        return None
+    since: Any
+    if dialect == "postgresql":
+        # the offers by id, from a list read first: with the subquery PostgreSQL hashed it
+        # against a scan of every offer (55 of a page's 140 ms, twice: #306 of the mix)
+        closed_ids = conn.execute(closed.limit(CLOSED_SINCE_MAX + 1)).scalars().all()
+        if len(closed_ids) > CLOSED_SINCE_MAX:
+            return None
+        listed = bindparam("closed_ids", sorted(set(closed_ids)), type_=ARRAY(Integer))
+        since = OFFER.c.id.in_(select(func.unnest(listed)))
+    else:
+        counted = select(func.count()).select_from(closed.limit(CLOSED_SINCE_MAX + 1).subquery())
+        if conn.execute(counted).scalar_one() > CLOSED_SINCE_MAX:
+            return None
+        since = OFFER.c.id.in_(closed)
     every_source = filters if filters.include_peers else replace(filters, include_peers=True)
     shared: dict[str, Any] = {
         "compliance": compliance,
@@ -516,7 +533,6 @@ def _pinned_from_current(
         "gpus": gpus,
     }
     unchanged = exists().where(OBS.c.id == OFFER.c.observation_id, OBS.c.version_from <= version)
-    since = OFFER.c.id.in_(closed)
     parts = (False, True) if after is None or after.value is not None else (True,)
     part_two: list[list[tuple[Any, ...]]] = []
 
@@ -524,14 +540,10 @@ def _pinned_from_current(
         """Part (2), whole: (key is null, key, id) each. Read once, and only once part (1)
         can give the page: a bounded range short of it gives the read up first (the read
         of part (2) cost 15 of #333's 52 ms before the full sort, docs/benchmarks.md)."""
-        if not part_two:
-            rows: list[tuple[Any, ...]] = []
-            for nulls in parts:
-                pinned = offers_query(every_source, dialect, version=version, nulls=nulls, **shared)
-                rows += [
-                    _order(row, nulls, descending) for row in conn.execute(pinned.where(since))
-                ]
-            part_two.append(rows)
+        if not part_two:  # one read for keys and nulls alike (both read every such offer)
+            pinned = offers_query(every_source, dialect, version=version, **shared)
+            rows = conn.execute(pinned.where(since))
+            part_two.append([_order(row, False, descending) for row in rows])
         return part_two[0]
 
     def read(bound: Any) -> list[int] | None:
@@ -795,11 +807,17 @@ def _filtered_first(conn: Connection, query: Any, filters: OfferFilters, limit: 
         return [row.id for row in conn.execute(ordered.limit(limit))]
     every_source = replace(filters, include_peers=True)
     ordered = query(every_source, nulls=False, scan=True, ids_only=True)
-    return [row["id"] for row in _outranked_later(conn, ordered, None, limit, 0)]
+    found = _outranked_later(conn, ordered, None, limit, 0, SORTED_AHEAD)
+    return [row["id"] for row in found]
 
 
 def _outranked_later(
-    conn: Connection, ordered: Select[Any], version: int | None, limit: int, offset: int
+    conn: Connection,
+    ordered: Select[Any],
+    version: int | None,
+    limit: int,
+    offset: int,
+    ahead: int = 1,
 ) -> list[dict[str, Any]]:
     """A page (pinned, or a current one filtered first) with the peer precedence applied to
     the rows read, not to every match.
@@ -810,16 +828,35 @@ def _outranked_later(
     depend on the other rows, so the ordered rows of every source are read a prefix at a
     time (twice the page, then 4x more while outranked rows leave it short), and only those
     are tested: the first ``offset + limit`` rows kept are the deduplicated listing's.
+
+    ``ahead``: ``ordered`` sorts every match whatever its limit (:data:`SORTED_AHEAD`), so
+    each read takes ``ahead`` times the prefix, tested a prefix at a time: a page whose
+    first prefix is short of kept rows (peers' copies sort first) is finished from what was
+    read, not by sorting every match again (PostgreSQL: 56 ms a sort for #306 of the
+    listing mix, run twice). The order is total and the transaction's snapshot one, so a
+    longer read starts with the rows already tested: they are not tested again.
     """
     wanted = offset + limit
     fetch = max(2 * wanted, 50)
+    kept: list[dict[str, Any]] = []
+    tested = 0  # rows of the ordered read already tested (a prefix of every read)
     while True:
-        rows = _dicts(conn.execute(ordered.limit(fetch)))
-        hidden = _outranked_ids(conn, [r["id"] for r in rows], version)
-        kept = [r for r in rows if r["id"] not in hidden]
-        if len(kept) >= wanted or len(rows) < fetch:
+        rows = _dicts(conn.execute(ordered.limit(fetch * ahead)))
+        while tested < len(rows):
+            part = rows[tested : tested + fetch]
+            hidden = _outranked_ids(conn, [r["id"] for r in part], version)
+            kept += [r for r in part if r["id"] not in hidden]
+            tested += len(part)
+            if len(kept) >= wanted:
+                return kept[offset:wanted]
+        if len(rows) < fetch * ahead:
             return kept[offset:wanted]
-        fetch *= 4
+        fetch *= 4 * ahead
+
+
+SORTED_AHEAD = 4
+"""How many times the prefix :func:`_outranked_later` tests a read of a whole sort takes
+(its cost is the sort's, whatever the limit)."""
 
 
 def _outranked_ids(conn: Connection, ids: list[int], version: int | None) -> set[int]:
