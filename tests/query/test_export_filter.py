@@ -7,12 +7,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, update
+from sqlalchemy import Engine, event, update
 
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult
 from service.core.config import Settings
-from service.query.filters import OfferFilters, offer_gpu_slugs, resolve_compliance
+from service.query.filters import (
+    FEW_MODELS,
+    OfferFilters,
+    offer_gpu_slugs,
+    resolve_compliance,
+)
 from service.query.offers import list_offers
 from service.query.sql import OFFER
 from service.query.versions import current_version
@@ -74,3 +79,36 @@ def test_to_china_the_h100_and_l4_need_a_licence_and_the_a10_does_not(
         compliance = resolve_compliance(conn, filters)
         got = {r["sku"] for r in list_offers(conn, filters, 100, compliance=compliance)}
     assert got == {"a10", "old"}  # the retired model is in no rule: no licence asked
+
+
+LICENSED_TO_CHINA = ["H100 SXM", "H200", "A100 80GB", "L4", "L40S", "B200", "H800", "A800"]
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("many", [False, True])
+def test_the_slug_list_is_sought_only_when_it_leaves_few_models(
+    engine: Engine, settings: Settings, reference_data: None, many: bool
+) -> None:
+    """SQLite has no statistics: a list of most of the models, sought in a (gpu_slug, ...)
+    index, read every offer through it. The list is written ``+offer.gpu_slug`` (never
+    sought) unless it holds a quarter of the models offers name or fewer."""
+    _catalog(engine, settings)
+    if many:  # models a licence is needed for: the two left are few among them
+        more = [
+            record(10 + i, provider="runpod", source="runpod", sku=f"m{i}", gpu_name_raw=name)
+            for i, name in enumerate(LICENSED_TO_CHINA)
+        ]
+        ingest(engine, settings, CrawlResult(source="runpod", records=more))
+    filters = OfferFilters(export_destination="CN")
+    seen: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda *args: seen.append(args[2]))
+    with engine.connect() as conn:
+        compliance = resolve_compliance(conn, filters)
+        named = set(offer_gpu_slugs(conn))
+        assert compliance.licence_free is not None and compliance.licence_gpus
+        few = len(compliance.licence_free) * FEW_MODELS <= len(named)
+        assert compliance.licence_free_few == few == many, (sorted(compliance.licence_free), named)
+        list_offers(conn, filters, 10, compliance=compliance, sort="gpu_count")
+    listed = [s for s in seen if "gpu_slug IN" in s]
+    assert listed
+    assert all(("+offer.gpu_slug IN" in s) == (not few) for s in listed), listed
