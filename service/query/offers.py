@@ -56,6 +56,7 @@ from schema.prices import ACTIVE_SCAN, SORT_KEY_SCALE, pflop_hour_key
 from service.core.in_list import among
 from service.query.facts import bare_metal_offered, catalog_facts
 from service.query.filters import ComplianceSets, OfferFilters, apply_filters
+from service.query.pinned_union import pinned_sorted
 from service.query.precedence import IDENTITY_FIELDS, source_key
 from service.query.provenance import finished_rows
 from service.query.source_filter import holds_most, may_be_outranked
@@ -344,16 +345,20 @@ def _pinned_page(
         if found is not None:
             return found
     every_source = filters if filters.include_peers else replace(filters, include_peers=True)
-    ordered = offers_query(
-        every_source,
-        conn.dialect.name,
-        version=version,
-        compliance=compliance,
-        sort=sort,
-        descending=descending,
-        after=after,
-        ids_only=True,
-    )
+    if conn.dialect.name == "sqlite":  # unchanged offers and those closed since, apart
+        integer = sort in INTEGER_KEYS
+        ordered = pinned_sorted(every_source, version, compliance, sort, descending, after, integer)
+    else:
+        ordered = offers_query(
+            every_source,
+            conn.dialect.name,
+            version=version,
+            compliance=compliance,
+            sort=sort,
+            descending=descending,
+            after=after,
+            ids_only=True,
+        )
     return _pinned_ids(conn, ordered, filters, version, limit, offset, ahead=SORTED_AHEAD)
 
 

@@ -225,7 +225,8 @@ def the_walk_reads_the_price_index(engine: Engine, latest: int) -> None:
     walked: list[tuple[str, Any]] = []
 
     def keep(conn: Any, cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
-        if WALK_STATEMENT.search(statement):
+        # (the full sort's read of the offers closed since is no walk: service.query.pinned_union)
+        if WALK_STATEMENT.search(statement) and "pinned_keys" not in statement:
             walked.append((statement, parameters))
 
     event.listen(engine, "before_cursor_execute", keep)

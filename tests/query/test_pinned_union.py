@@ -1,0 +1,119 @@
+"""SQLite's sort of every match of a pinned listing as two reads (``service.query.
+pinned_union``: the offers unchanged since the version by their stored keys, and those
+closed since, by their observation then) gives the rows, keys and order of the plain join
+of every offer to its observation at the version, after any cursor, whatever happened
+since: repricing, withdrawal, reopening, new offers, attributes changed in place."""
+
+from __future__ import annotations
+
+import random
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine
+
+from service.catalog.ingest import ingest
+from service.catalog.results import CrawlResult
+from service.core.config import Settings
+from service.query.filters import OfferFilters, resolve_compliance
+from service.query.offers import INTEGER_KEYS, After, offers_query
+from service.query.pinned_union import pinned_sorted
+from service.query.versions import current_version
+from tests.support.factories import record
+
+SORTS = ("price_per_gpu_hour", "price", "price_per_pflop_hour", "gpu_count", "provider")
+GPUS = ("H100 SXM", "A10", "L4", "A100 80GB")
+
+
+def _round(rng: random.Random, n: int) -> dict[str, list[dict[str, Any]]]:
+    """Two sources, each offer present with probability 0.8 (so some are withdrawn, some
+    reopened, some new), repriced with probability 0.3, its GPU count changed at the same
+    price with probability 0.1 (an update in place)."""
+    out: dict[str, list[dict[str, Any]]] = {"lambda": [], "runpod": []}
+    for i in range(n):
+        source = "lambda" if i % 3 else "runpod"
+        if rng.random() > 0.8:
+            continue
+        amount = Decimal(10 + i % 7) + (
+            Decimal(rng.randint(0, 99)) / 100 if rng.random() < 0.3 else 0
+        )
+        out[source].append(
+            record(
+                i,
+                provider=source,
+                source=source,
+                sku=f"s{i}",
+                gpu_name_raw=GPUS[i % len(GPUS)],
+                gpu_count=str(rng.choice((1, 2, 8)) if rng.random() < 0.1 else 1 + i % 4),
+                country="DE" if i % 2 else "US",
+                amount=str(amount),
+            )
+        )
+    return out
+
+
+def _ids(rows: Any) -> list[tuple[int, Any]]:
+    return [(r.id, r.sort_value) for r in rows]
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_the_two_reads_give_the_plain_joins_rows_in_order(
+    engine: Engine, settings: Settings, reference_data: None
+) -> None:
+    rng = random.Random(31)
+    versions = []
+    for _ in range(5):
+        for source, rows in _round(rng, 120).items():
+            if rows:
+                ingest(engine, settings, CrawlResult(source=source, records=rows))
+        with engine.connect() as conn:
+            versions.append(current_version(conn))
+    filters_list = (
+        OfferFilters(include_peers=True),
+        OfferFilters(include_peers=True, country="DE"),
+        OfferFilters(include_peers=True, min_gpus=Decimal(2), max_price_per_gpu_hour=Decimal(8)),
+        OfferFilters(include_peers=True, gdpr="eu_eea", export_destination="CN"),
+    )
+    checked = 0
+    with engine.connect() as conn:
+        for version in versions[:-1]:
+            for filters in filters_list:
+                compliance = resolve_compliance(conn, filters)
+                for sort in SORTS:
+                    for descending in (False, True):
+                        plain = offers_query(
+                            filters,
+                            "sqlite",
+                            version=version,
+                            compliance=compliance,
+                            sort=sort,
+                            descending=descending,
+                            ids_only=True,
+                        )
+                        expected = _ids(conn.execute(plain))
+                        integer = sort in INTEGER_KEYS
+                        union = pinned_sorted(
+                            filters, version, compliance, sort, descending, None, integer
+                        )
+                        assert _ids(conn.execute(union)) == expected, (version, sort, filters)
+                        # from a cursor at every tenth row, and at a row without a key
+                        for at in expected[::10]:
+                            after = After(at[1], at[0])
+                            plain_after = offers_query(
+                                filters,
+                                "sqlite",
+                                version=version,
+                                compliance=compliance,
+                                sort=sort,
+                                descending=descending,
+                                after=after,
+                                ids_only=True,
+                            )
+                            union_after = pinned_sorted(
+                                filters, version, compliance, sort, descending, after, integer
+                            )
+                            got = _ids(conn.execute(union_after))
+                            assert got == _ids(conn.execute(plain_after)), (version, sort, at)
+                            checked += 1
+    assert checked > 500
