@@ -936,8 +936,9 @@ class Walk:
     alone, and the walk reads the offers with keys up to K. Every offer past K comes after
     every offer of that range in the listing's order, so if the range holds ``limit``
     matches they are the page. If not, and the range held a :data:`WIDER`-th of the page at
-    least, a :data:`WIDENED` sort's walk is tried once more to the entry :data:`WIDER` times
-    further (the matches are there, only sparser than the page needs). Otherwise the
+    least (an ascending walk: a descending one, :func:`_descending`, reports only that it
+    came short), a :data:`WIDENED` sort's walk is tried once more to the entry :data:`WIDER`
+    times further (the matches are there, only sparser than the page needs). Otherwise the
     filters are selective and the page is computed the other way round: the filters first
     (their own indexes, or one scan), and the matches sorted. Same rows, same order; the
     bound only decides the cost. (The deeper walk was tried whatever the first one held
