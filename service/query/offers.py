@@ -345,7 +345,8 @@ def _pinned_page(
         if found is not None:
             return found
     every_source = filters if filters.include_peers else replace(filters, include_peers=True)
-    if conn.dialect.name == "sqlite":  # unchanged offers and those closed since, apart
+    if conn.dialect.name == "sqlite" and _few_closed_since(conn, version):
+        # the offers unchanged since, and those closed since, apart (service.query.pinned_union)
         integer = sort in INTEGER_KEYS
         ordered = pinned_sorted(every_source, version, compliance, sort, descending, after, integer)
     else:
@@ -360,6 +361,16 @@ def _pinned_page(
             ids_only=True,
         )
     return _pinned_ids(conn, ordered, filters, version, limit, offset, ahead=SORTED_AHEAD)
+
+
+def _few_closed_since(conn: Connection, version: int) -> bool:
+    """Whether at most :data:`CLOSED_SINCE_MAX` observations were closed after ``version``
+    (counted up to that bound along the partial ``version_to`` index). Past it, most offers
+    were repriced since: reading each one's observation then through that index costs more
+    than the plain join of every offer to it."""
+    closed = select(CLOSED.c.offer_id).where(CLOSED.c.version_to > version)
+    counted = select(func.count()).select_from(closed.limit(CLOSED_SINCE_MAX + 1).subquery())
+    return bool(conn.execute(counted).scalar_one() <= CLOSED_SINCE_MAX)
 
 
 def _pinned_ids(
@@ -472,7 +483,9 @@ FROM_CURRENT = frozenset({"price", "price_per_pflop_hour"})
 left (the USD per GPU-hour has :func:`_pinned_walk`)."""
 CLOSED_SINCE_MAX = 20_000
 """Most observations closed after a pinned version for which :func:`_pinned_from_current`
-is tried: past that, most offers were repriced since, and every match is sorted."""
+is tried, and a full sort is read as two parts on SQLite (:func:`_few_closed_since`): past
+that, most offers were repriced since, and every match is joined to its observation then
+and sorted."""
 CLOSED = OBS.alias("closed_since")
 FETCH_AT_LEAST = 50
 """The first prefix :func:`_pinned_from_current` reads of the unchanged offers, at least."""
@@ -524,8 +537,7 @@ def _pinned_from_current(
         listed = bindparam("closed_ids", sorted(set(closed_ids)), type_=ARRAY(Integer))
         since = OFFER.c.id.in_(select(func.unnest(listed)))
     else:
-        counted = select(func.count()).select_from(closed.limit(CLOSED_SINCE_MAX + 1).subquery())
-        if conn.execute(counted).scalar_one() > CLOSED_SINCE_MAX:
+        if not _few_closed_since(conn, version):
             return None
         since = OFFER.c.id.in_(closed)
     every_source = filters if filters.include_peers else replace(filters, include_peers=True)

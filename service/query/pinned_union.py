@@ -17,6 +17,10 @@ The offers in force at version V are exactly:
 No offer is in both (an offer of (2) has a new price or none since V) and none is missed (an
 observation in force at V is still open, so current: (1), or closed after V: (2)).
 
+Used while at most 20,000 observations were closed after V
+(:data:`service.query.offers.CLOSED_SINCE_MAX`): further back, most offers were repriced
+since, (2) is most of them, and its reads through the index cost more than the plain join.
+
 The plain form joins every offer to its observation at V (an index probe and a row read per
 offer) before filtering and sorting: 85 ms for a page whose filters keep most offers at
 210,000 (#218 of the listing mix, seed 7). Here (1) reads no observation and (2) only the
