@@ -106,8 +106,9 @@ terms (the overview's) can use the index, so no other plan changes; and neither 
 seek another index, so SQLite's planner (no statistics) reads this one, in group order."""
 ACTIVE_SCAN = text("+status = 'active' AND +id > 0")
 """SQLite's predicate of ix_offer_active_filters: only a current listing's filters-first
-read of ids and keys writes exactly these two terms (``service.query.offers.base_query``),
-so no other statement can pick the index (every offer id is positive)."""
+read of ids and keys (``service.query.offers.base_query``) and a pinned full sort's read of
+the offers unchanged since its version (``service.query.pinned_union``) write exactly these
+two terms, so no other statement can pick the index (every offer id is positive)."""
 FILTERED_COLUMNS = (
     "price_kind",
     "gpu_slug",
@@ -125,8 +126,11 @@ FILTERED_COLUMNS = (
     "hourly_usd_e10",
     "pflop_hour_usd_e10",
     "status",
+    "last_changed_version",
 )
-"""ix_offer_active_filters: every offer column a listing filter or sort key reads."""
+"""ix_offer_active_filters: every offer column a listing filter or sort key reads, and the
+version of the offer's price (a pinned full sort reads the offers unchanged since its
+version from the index alone: migration 0029)."""
 
 
 class Offer(SQLModel, table=True):

@@ -34,9 +34,9 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Select, and_, literal_column, or_, select, union_all
+from sqlalchemy import Select, and_, literal_column, or_, select, text, union_all
 
-from schema.enums import OfferStatus
+from schema.prices import ACTIVE_SCAN
 from service.query.filters import ComplianceSets, OfferFilters, apply_filters
 from service.query.sql import OBS, OFFER, Walked, sort_expression
 
@@ -55,17 +55,15 @@ def pinned_sorted(
     order (nulls last, then the key, descending if asked, then the id), after ``after``
     (an :class:`service.query.offers.After`) when given. SQLite only."""
     dialect = "sqlite"
-    status: Any = literal_column(f"+{OFFER.name}.{OFFER.c.status.name}")
+    # the active offers along the covering ix_offer_active_filters (its predicate's own
+    # two terms, schema.prices.ACTIVE_SCAN), which holds every column read here
     unchanged = (
         select(OFFER.c.id, sort_expression(sort, dialect).label("sort_value"))
         .select_from(OFFER)
-        .where(
-            status == OfferStatus.active.value,
-            OFFER.c.last_changed_version <= version,
-        )
+        .where(text(ACTIVE_SCAN.text), OFFER.c.last_changed_version <= version)
     )
     # the price filter kept off the price's index, the gdpr list off the country index:
-    # most offers are read here, so each is tested where its row is
+    # most offers are read here, so each is tested on its entry
     unchanged = apply_filters(unchanged, filters, dialect, compliance, walked=True, scanned=True)
     since: Any = literal_column(f"+{OBS.name}.{OBS.c.version_from.name}")
     closed = (

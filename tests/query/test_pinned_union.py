@@ -11,7 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, event
 
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult
@@ -117,3 +117,47 @@ def test_the_two_reads_give_the_plain_joins_rows_in_order(
                             assert got == _ids(conn.execute(plain_after)), (version, sort, at)
                             checked += 1
     assert checked > 500
+
+
+def _executed(engine: Engine, conn: Any, stmt: Any) -> tuple[str, Any]:
+    """The SQL text and parameters ``stmt`` ran with (its lists expanded)."""
+    seen: list[tuple[str, Any]] = []
+
+    def keep(*args: Any) -> None:
+        seen.append((args[2], args[3]))
+
+    event.listen(engine, "before_cursor_execute", keep)
+    try:
+        conn.execute(stmt).all()
+    finally:
+        event.remove(engine, "before_cursor_execute", keep)
+    return seen[0]
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_the_unchanged_offers_are_read_from_the_covering_index_alone(
+    engine: Engine, settings: Settings, reference_data: None
+) -> None:
+    """The first read holds its filters' and keys' columns and ``last_changed_version`` in
+    ``ix_offer_active_filters`` (migration 0029): no table row per offer; the second starts
+    from the observations closed since (the partial ``version_to`` index)."""
+    rng = random.Random(5)
+    versions = []
+    for _ in range(3):
+        for source, rows in _round(rng, 60).items():
+            if rows:
+                ingest(engine, settings, CrawlResult(source=source, records=rows))
+        with engine.connect() as conn:
+            versions.append(current_version(conn))
+    filters = OfferFilters(include_peers=True, gdpr="eu_eea", not_country=("FR",))
+    with engine.connect() as conn:
+        compliance = resolve_compliance(conn, filters)
+        raw: Any = conn.connection.dbapi_connection
+        for sort in SORTS:
+            union = pinned_sorted(filters, versions[0], compliance, sort, False, None, False)
+            statement, parameters = _executed(engine, conn, union)
+            plan = [r[3] for r in raw.execute(f"EXPLAIN QUERY PLAN {statement}", parameters)]
+            reads = [p for p in plan if p.startswith(("SCAN offer", "SEARCH offer"))]
+            assert "SCAN offer USING COVERING INDEX ix_offer_active_filters" in reads, plan
+            assert "SEARCH offer USING INTEGER PRIMARY KEY (rowid=?)" in reads, plan
+            assert any("ix_price_observation_version_to" in p for p in plan), plan
