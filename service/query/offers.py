@@ -825,11 +825,7 @@ def _filtered_first(conn: Connection, query: Any, filters: OfferFilters, limit: 
 
 
 def _outranked_later(
-    conn: Connection,
-    ordered: Select[Any],
-    version: int | None,
-    limit: int,
-    offset: int,
+    conn: Connection, ordered: Select[Any], version: int | None, limit: int, offset: int
 ) -> list[dict[str, Any]]:
     """A page (pinned, or a current one filtered first) with the peer precedence applied to
     the rows read, not to every match.
