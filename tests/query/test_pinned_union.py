@@ -57,6 +57,31 @@ def _ids(rows: Any) -> list[tuple[int, Any]]:
     return [(r.id, r.sort_value) for r in rows]
 
 
+def _both(
+    conn: Any,
+    filters: OfferFilters,
+    version: int,
+    compliance: Any,
+    sort: str,
+    descending: bool,
+    after: After | None,
+) -> tuple[list[tuple[int, Any]], list[tuple[int, Any]]]:
+    """The plain join's (id, key) rows and the two-part read's, for one case."""
+    plain = offers_query(
+        filters,
+        "sqlite",
+        version=version,
+        compliance=compliance,
+        sort=sort,
+        descending=descending,
+        after=after,
+        ids_only=True,
+    )
+    integer = sort in INTEGER_KEYS
+    union = pinned_sorted(filters, version, compliance, sort, descending, after, integer)
+    return _ids(conn.execute(plain)), _ids(conn.execute(union))
+
+
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_the_two_reads_give_the_plain_joins_rows_in_order(
     engine: Engine, settings: Settings, reference_data: None
@@ -82,39 +107,12 @@ def test_the_two_reads_give_the_plain_joins_rows_in_order(
                 compliance = resolve_compliance(conn, filters)
                 for sort in SORTS:
                     for descending in (False, True):
-                        plain = offers_query(
-                            filters,
-                            "sqlite",
-                            version=version,
-                            compliance=compliance,
-                            sort=sort,
-                            descending=descending,
-                            ids_only=True,
-                        )
-                        expected = _ids(conn.execute(plain))
-                        integer = sort in INTEGER_KEYS
-                        union = pinned_sorted(
-                            filters, version, compliance, sort, descending, None, integer
-                        )
-                        assert _ids(conn.execute(union)) == expected, (version, sort, filters)
-                        # from a cursor at every tenth row, and at a row without a key
-                        for at in expected[::10]:
-                            after = After(at[1], at[0])
-                            plain_after = offers_query(
-                                filters,
-                                "sqlite",
-                                version=version,
-                                compliance=compliance,
-                                sort=sort,
-                                descending=descending,
-                                after=after,
-                                ids_only=True,
-                            )
-                            union_after = pinned_sorted(
-                                filters, version, compliance, sort, descending, after, integer
-                            )
-                            got = _ids(conn.execute(union_after))
-                            assert got == _ids(conn.execute(plain_after)), (version, sort, at)
+                        case = (filters, version, compliance, sort, descending)
+                        expected, got = _both(conn, *case, None)
+                        assert got == expected, (version, sort, filters)
+                        for at in expected[::10]:  # from a cursor at every tenth row
+                            expected_after, got_after = _both(conn, *case, After(at[1], at[0]))
+                            assert got_after == expected_after, (version, sort, at)
                             checked += 1
     assert checked > 500
 
