@@ -14,7 +14,7 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection, Select, and_, false, literal_column, or_, select, text
+from sqlalchemy import Connection, Select, and_, false, literal_column, or_, select
 
 from service.query.facts import snapshot_token
 from service.query.sql import (
@@ -24,6 +24,7 @@ from service.query.sql import (
     PROVIDER,
     gpu_hour_key,
     in_countries_sql,
+    offer_values_by_seeks,
     outside_countries_sql,
     price_key_bound,
     sortable,
@@ -177,14 +178,7 @@ def resolve_compliance(
 FEW_MODELS = 4
 """See :attr:`ComplianceSets.licence_free_few`."""
 
-_GPU_SLUGS = text(
-    "WITH RECURSIVE seen(slug) AS ("
-    " SELECT min(gpu_slug) FROM offer"
-    " UNION ALL"
-    " SELECT (SELECT min(gpu_slug) FROM offer WHERE gpu_slug > seen.slug)"
-    " FROM seen WHERE seen.slug IS NOT NULL"
-    ") SELECT slug FROM seen WHERE slug IS NOT NULL"
-)
+_GPU_SLUGS = offer_values_by_seeks("gpu_slug")
 
 
 def offer_gpu_slugs(conn: Connection) -> list[str]:

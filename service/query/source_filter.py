@@ -30,27 +30,13 @@ source on what it reads instead (:attr:`service.query.filters.OfferFilters.sourc
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, case, func, literal, select, text
+from sqlalchemy import Connection, case, func, literal, select
 
 from service.query.precedence import source_key
-from service.query.sql import OFFER
+from service.query.sql import OFFER, offer_values_by_seeks
 
-_SOURCES = text(
-    "WITH RECURSIVE seen(value) AS ("
-    " SELECT min(source) FROM offer"
-    " UNION ALL"
-    " SELECT (SELECT min(source) FROM offer WHERE source > seen.value)"
-    " FROM seen WHERE seen.value IS NOT NULL"
-    ") SELECT value FROM seen WHERE value IS NOT NULL"
-)
-_PROVIDERS = text(
-    "WITH RECURSIVE seen(value) AS ("
-    " SELECT min(provider) FROM offer WHERE source = :source"
-    " UNION ALL"
-    " SELECT (SELECT min(provider) FROM offer WHERE source = :source AND provider > seen.value)"
-    " FROM seen WHERE seen.value IS NOT NULL"
-    ") SELECT value FROM seen WHERE value IS NOT NULL"
-)
+_SOURCES = offer_values_by_seeks("source")
+_PROVIDERS = offer_values_by_seeks("provider", "source = :source")
 
 
 def distinct_sources(conn: Connection) -> list[str]:

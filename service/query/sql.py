@@ -14,7 +14,19 @@ from decimal import ROUND_FLOOR, Decimal
 from functools import lru_cache
 from typing import Any, Literal, TypeVar
 
-from sqlalchemy import and_, case, cast, exists, func, literal_column, or_, select, type_coerce
+from sqlalchemy import (
+    TextClause,
+    and_,
+    case,
+    cast,
+    exists,
+    func,
+    literal_column,
+    or_,
+    select,
+    text,
+    type_coerce,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.elements import ColumnElement
@@ -492,4 +504,21 @@ def outside_countries_sql(excluded: Sequence[str]) -> ColumnElement[bool]:
             OFFER.c.country.is_(None),
             or_(~located(LOCATION.c.offer_id.is_not(None)), located(elsewhere)),
         ),
+    )
+
+
+def offer_values_by_seeks(column: str, within: str = "") -> TextClause:
+    """The distinct non-null values of the offer column ``column`` (of the offers matching
+    ``within``, an SQL condition of the code's own, never a request's), read one index seek
+    per value: a recursive loose index scan, each step the least value above the last
+    (an index leading with ``column``, or with ``within``'s equality then ``column``)."""
+    where = f" WHERE {within}" if within else ""
+    above = f"{within} AND " if within else ""
+    return text(
+        "WITH RECURSIVE seen(value) AS ("
+        f" SELECT min({column}) FROM offer{where}"
+        " UNION ALL"
+        f" SELECT (SELECT min({column}) FROM offer WHERE {above}{column} > seen.value)"
+        " FROM seen WHERE seen.value IS NOT NULL"
+        ") SELECT value FROM seen WHERE value IS NOT NULL"
     )

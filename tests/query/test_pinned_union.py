@@ -53,6 +53,21 @@ def _round(rng: random.Random, n: int) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+def _catalog(
+    engine: Engine, settings: Settings, *, seed: int, rounds: int, offers: int
+) -> list[int]:
+    """``rounds`` crawls of :func:`_round` ingested; the catalog version after each."""
+    rng = random.Random(seed)
+    versions = []
+    for _ in range(rounds):
+        for source, rows in _round(rng, offers).items():
+            if rows:
+                ingest(engine, settings, CrawlResult(source=source, records=rows))
+        with engine.connect() as conn:
+            versions.append(current_version(conn))
+    return versions
+
+
 def _ids(rows: Any) -> list[tuple[int, Any]]:
     return [(r.id, r.sort_value) for r in rows]
 
@@ -86,14 +101,7 @@ def _both(
 def test_the_two_reads_give_the_plain_joins_rows_in_order(
     engine: Engine, settings: Settings, reference_data: None
 ) -> None:
-    rng = random.Random(31)
-    versions = []
-    for _ in range(5):
-        for source, rows in _round(rng, 120).items():
-            if rows:
-                ingest(engine, settings, CrawlResult(source=source, records=rows))
-        with engine.connect() as conn:
-            versions.append(current_version(conn))
+    versions = _catalog(engine, settings, seed=31, rounds=5, offers=120)
     filters_list = (
         OfferFilters(include_peers=True),
         OfferFilters(include_peers=True, country="DE"),
@@ -139,14 +147,7 @@ def test_the_unchanged_offers_are_read_from_the_covering_index_alone(
     """The first read holds its filters' and keys' columns and ``last_changed_version`` in
     ``ix_offer_active_filters`` (migration 0029): no table row per offer; the second starts
     from the observations closed since (the partial ``version_to`` index)."""
-    rng = random.Random(5)
-    versions = []
-    for _ in range(3):
-        for source, rows in _round(rng, 60).items():
-            if rows:
-                ingest(engine, settings, CrawlResult(source=source, records=rows))
-        with engine.connect() as conn:
-            versions.append(current_version(conn))
+    versions = _catalog(engine, settings, seed=5, rounds=3, offers=60)
     filters = OfferFilters(include_peers=True, gdpr="eu_eea", not_country=("FR",))
     with engine.connect() as conn:
         compliance = resolve_compliance(conn, filters)
