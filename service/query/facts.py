@@ -12,11 +12,11 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection, exists, or_, select
+from sqlalchemy import Connection, exists, func, or_, select
 
 from schema.enums import OfferStatus
 from service.query.runs import last_good_crawls
-from service.query.sql import CERT, CLASSIFICATION, GPU, OFFER, REGION
+from service.query.sql import CERT, CLASSIFICATION, GPU, OFFER, REGION, sortable
 
 
 @dataclass
@@ -32,6 +32,8 @@ class OfferContext:
     """GPU family -> its slugs."""
     live_gpus: frozenset[str] = frozenset()
     """GPU slugs with at least one active offer."""
+    gpu_memory: dict[str, Decimal] = field(default_factory=dict)
+    """GPU slug -> its memory in GB (the models that have a figure)."""
     gpu_names: dict[str, str] = field(default_factory=dict)
     """GPU slug -> its human name ("H100 SXM 80GB"): read with the facts, not joined per row
     (a per-row lookup in the listing's statement cost 10-40 %, docs/benchmarks.md)."""
@@ -114,6 +116,34 @@ def bare_metal_offered(conn: Connection, value: bool) -> bool:
     return answers[value]
 
 
+STATED_MEMORY_KEY = "gpuatlas.stated_memory"
+
+
+def stated_gpu_memory(conn: Connection) -> dict[str | None, float]:
+    """GPU slug (None: offers without one) -> the largest GPU memory an active offer of it
+    states itself (``offer.gpu_memory_gb``; offers that state none take their model's), as
+    a float (how SQLite's filter compares it; a superset is all its callers need).
+
+    What the ``min_gpu_memory_gb`` filter can keep of a model besides its own figure: one
+    read of every active offer per snapshot (:func:`snapshot_token`), cached on the
+    connection like :func:`catalog_facts`."""
+    token = snapshot_token(conn)
+    info = conn.connection.info
+    cached = info.get(STATED_MEMORY_KEY)
+    if token is not None and cached is not None and cached[0] == token:
+        return cached[1]  # type: ignore[no-any-return]
+    stated = sortable(OFFER.c.gpu_memory_gb, conn.dialect.name)
+    rows = conn.execute(
+        select(OFFER.c.gpu_slug, func.max(stated))
+        .where(OFFER.c.status == OfferStatus.active.value, OFFER.c.gpu_memory_gb.is_not(None))
+        .group_by(OFFER.c.gpu_slug)
+    )
+    answer = {slug: float(most) for slug, most in rows}
+    if token is not None:
+        info[STATED_MEMORY_KEY] = (token, answer)
+    return answer
+
+
 def _load_facts(conn: Connection, on: date) -> OfferContext:
     ctx = OfferContext()
     for r in conn.execute(
@@ -143,9 +173,11 @@ def _load_facts(conn: Connection, on: date) -> OfferContext:
         )
     families: dict[str, list[str]] = {}
     for g in conn.execute(
-        select(GPU.c.slug, GPU.c.family, GPU.c.name, GPU.c.tflops_bf16)
+        select(GPU.c.slug, GPU.c.family, GPU.c.name, GPU.c.tflops_bf16, GPU.c.memory_gb)
     ).mappings():
         ctx.gpu_names[g["slug"]] = g["name"]
+        if g["memory_gb"] is not None:
+            ctx.gpu_memory[g["slug"]] = g["memory_gb"]
         if g["tflops_bf16"] is not None:
             ctx.tflops_bf16[g["slug"]] = g["tflops_bf16"]
         families.setdefault(g["family"], []).append(g["slug"])

@@ -54,7 +54,7 @@ from sqlalchemy.types import String
 from schema.enums import OfferStatus
 from schema.prices import ACTIVE_SCAN, SORT_KEY_SCALE, pflop_hour_key
 from service.core.in_list import among
-from service.query.facts import bare_metal_offered, catalog_facts
+from service.query.facts import bare_metal_offered, catalog_facts, stated_gpu_memory
 from service.query.filters import ComplianceSets, OfferFilters, apply_filters
 from service.query.pinned_union import pinned_sorted
 from service.query.precedence import IDENTITY_FIELDS, source_key
@@ -280,25 +280,22 @@ def list_offers(
         models = _models(conn, gpus, compliance) if sort in MERGED_PER_GPU else gpus
         if (after is None or after.value is not None) and _may_have_keys(conn, sort, models):
             keyed = query(nulls=False)
+            found: list[dict[str, Any]] | None
             if sort in BY_VALUE:
                 found = _by_value(conn, keyed, limit, descending, after)
-                if found is None:  # selective filters: first, then the matches sorted
-                    unfiltered = partial(offers_query, **shared)
-                    ids = _filtered_first(conn, unfiltered, filters, limit)
-                    key = sort_expression(sort, dialect)
-                    by_ids = _by_ids(keyed, key, ids, descending, dialect) if ids else None
-                    found = _dicts(conn.execute(by_ids)) if by_ids is not None else []
-                rows = found
             elif sort in MERGED_PER_GPU and _merged(conn, sort, gpus, models):
                 assert models is not None
-                rows = _merged_per_gpu(conn, keyed, filters, {**shared, "gpus": models}, limit)
+                found = _merged_per_gpu(conn, keyed, filters, {**shared, "gpus": models}, limit)
             else:
-                top = ceiling(conn, sort, filters.max_price_per_gpu_hour, gpus)
-                walk = Walk(sort, descending, limit, after, gpus, top)
-                unfiltered = partial(offers_query, **shared)  # the filters are its argument
-                fallback = partial(_filtered_first, conn, unfiltered, filters)
                 pages = Pages(keyed, query(nulls=False, ids_only=True), at_key(filters, shared))
-                rows = walk.rows(conn, pages, fallback)
+                found = _walked(conn, pages, filters, shared, limit)
+            if found is None:  # selective filters: first, then the matches sorted
+                unfiltered = partial(offers_query, **shared)  # the filters are its argument
+                ids = _filtered_first(conn, unfiltered, filters, limit)
+                key = sort_expression(sort, dialect)
+                by_ids = _by_ids(keyed, key, ids, descending, dialect) if ids else None
+                found = _dicts(conn.execute(by_ids)) if by_ids is not None else []
+            rows = found
         if len(rows) < limit and sort not in NEVER_NULL:
             unkeyed = query(nulls=True)  # along the index: (status, key IS NULL, id)
             rows += _dicts(conn.execute(unkeyed.limit(limit - len(rows))))
@@ -707,18 +704,40 @@ def _pinned_by_ids(
 
 
 def _models(
-    conn: Connection, gpus: Sequence[str] | None, compliance: ComplianceSets | None
+    conn: Connection,
+    gpus: Sequence[str] | None,
+    compliance: ComplianceSets | None,
+    min_memory: Decimal | None = None,
 ) -> list[str] | None:
     """The live GPU models a current page can hold, when its filters name them (None: any
     model): the GPU filter's (``gpus``), less those ``export_destination`` excludes (of
-    every live model, without a GPU filter). Only what the listing's statements also
-    filter: a smaller set only avoids reading offers that the filters would drop."""
+    every live model, without a GPU filter) and those no offer of which can meet
+    ``min_gpu_memory_gb`` (``min_memory``): neither the model's figure nor any memory its
+    offers state (:func:`~service.query.facts.stated_gpu_memory`) reaches it. Only what
+    the listing's statements also filter: a smaller set only avoids reading offers that
+    the filters would drop. (The offers without a model have no key of the sorts that
+    read this set, so they are in the page's unkeyed part, filtered there.)"""
     licence = compliance.licence_gpus if compliance is not None else None
-    if licence is None:
+    if licence is None and min_memory is None:
         return None if gpus is None else list(gpus)
-    if gpus is None:
-        gpus = sorted(catalog_facts(conn, datetime.now(UTC).date()).live_gpus)
-    return [slug for slug in gpus if slug not in licence]
+    facts = catalog_facts(conn, datetime.now(UTC).date())
+    models = sorted(facts.live_gpus) if gpus is None else list(gpus)
+    if licence is not None:
+        models = [slug for slug in models if slug not in licence]
+    if min_memory is not None:
+        floor = float(min_memory) * (1 - MEMORY_SLACK)
+        stated = stated_gpu_memory(conn)
+        models = [
+            slug
+            for slug in models
+            if float(facts.gpu_memory.get(slug, 0)) >= floor or stated.get(slug, 0.0) >= floor
+        ]
+    return models
+
+
+MEMORY_SLACK = 1e-9
+"""A model is kept when its memory is within this share under ``min_gpu_memory_gb``: the
+statements compare floats on SQLite, and a model kept too many is only read for nothing."""
 
 
 def _merged(
@@ -777,33 +796,78 @@ def ceiling(
     return max((pflop_hour_key(top, t) or 0 for t in figures), default=None)
 
 
+def _walked(
+    conn: Connection, pages: Pages, filters: OfferFilters, shared: dict[str, Any], limit: int
+) -> list[dict[str, Any]] | None:
+    """The page of a current listing read along its sort's index (:class:`Walk`); None when
+    the walk gives up (the filters keep too few of its first entries).
+
+    Before giving up, a :data:`MERGED_PER_GPU` sort whose ``min_gpu_memory_gb`` leaves a
+    few GPU models, having removed some with a key (:func:`_models`, :func:`_merged`), is
+    read as one walk per model: the dearest USD per PFLOPS-hour are small GPUs, whole runs
+    of the index that filter removes (``-price_per_pflop_hour min_gpu_memory_gb=80``:
+    62-71 ms filters first, against a few walks of one model each). Only after the walk
+    gave up: where it does not (the cheapest, big GPUs, first), one walk reads less than
+    several (``price_per_pflop_hour min_gpu_memory_gb=48``, six models: 66 ms merged, the
+    statements of six walks, against one walk)."""
+    sort, gpus = shared["sort"], shared["gpus"]
+    top = ceiling(conn, sort, filters.max_price_per_gpu_hour, gpus)
+    walk = Walk(sort, shared["descending"], limit, shared["after"], gpus, top)
+    try:
+        return walk.rows(conn, pages, _give_up)
+    except _GaveUp:
+        pass
+    if sort not in MERGED_PER_GPU or filters.min_gpu_memory_gb is None:
+        return None
+    models = _models(conn, gpus, shared["compliance"], filters.min_gpu_memory_gb)
+    if not _merged(conn, sort, gpus, models):
+        return None
+    assert models is not None
+    return _merged_per_gpu(conn, pages.keyed, filters, {**shared, "gpus": models}, limit)
+
+
 def _merged_per_gpu(
     conn: Connection,
     keyed: Select[Any],
     filters: OfferFilters,
     shared: dict[str, Any],
     limit: int,
-) -> list[dict[str, Any]]:
+) -> list[dict[str, Any]] | None:
     """The first ``limit`` offers with a key of a current listing whose GPU filter matches
     several live models (a family: ``h100`` is three), or whose filters leave a few models
     (``shared["gpus"]``, see :func:`_merged`), for a sort with a per-GPU index
     (:data:`MERGED_PER_GPU`): each model's first ``limit`` offers, walked along its own
     index as a one-model filter is (:class:`Walk`), merged by (key, id). Same rows, same
-    order: an offer past its model's first ``limit`` has ``limit`` offers before it."""
+    order: an offer past its model's first ``limit`` has ``limit`` offers before it.
+
+    None when a model's walk gives up (its filters keep too few of its index's first
+    entries): the caller then reads the filters first once, for every model. Each model
+    read filters first on its own read its offers row by row through its index and sorted
+    them (24 ms a model at 26,000 offers each), against one scan of the covering index for
+    all (35 ms): ``-price_per_pflop_hour min_gpu_memory_gb=141 min_gpus=4`` took 90 ms
+    over three models (docs/benchmarks.md, "Tenth round")."""
     sort, descending = shared["sort"], shared["descending"]
     found: list[dict[str, Any]] = []
     for slug in shared["gpus"]:
         if not _may_have_keys(conn, sort, [slug]):
             continue
-        mine = {**shared, "gpus": [slug]}
         top = ceiling(conn, sort, filters.max_price_per_gpu_hour, [slug])
         walk = Walk(sort, descending, limit, shared["after"], [slug], top)
-        one = replace(filters, gpu=slug)  # the filters first, on this model's offers only
-        fallback = partial(_filtered_first, conn, partial(offers_query, **mine), one)
-        found += walk.rows(conn, keyed.where(OFFER.c.gpu_slug == slug), fallback)
+        try:
+            found += walk.rows(conn, keyed.where(OFFER.c.gpu_slug == slug), _give_up)
+        except _GaveUp:
+            return None
     found.sort(key=lambda row: row["id"])
     found.sort(key=lambda row: row["sort_value"], reverse=descending)
     return found[:limit]
+
+
+class _GaveUp(Exception):
+    """A model's walk of :func:`_merged_per_gpu` would read its filters first."""
+
+
+def _give_up(limit: int) -> list[int]:
+    raise _GaveUp
 
 
 def _filtered_first(conn: Connection, query: Any, filters: OfferFilters, limit: int) -> list[int]:
