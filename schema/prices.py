@@ -104,11 +104,13 @@ ACTIVE_KNOWN_GPU = text("+status = 'active' AND +gpu_slug IS NOT NULL")
 """SQLite's predicate of ix_offer_gpu_kind_provider: only a statement with exactly these two
 terms (the overview's) can use the index, so no other plan changes; and neither term can
 seek another index, so SQLite's planner (no statistics) reads this one, in group order."""
+ACTIVE_FILTERS_INDEX = "ix_offer_active_filters"
 ACTIVE_SCAN = text("+status = 'active' AND +id > 0")
 """SQLite's predicate of ix_offer_active_filters: only a current listing's filters-first
-read of ids and keys (``service.query.offers.base_query``) and a pinned full sort's read of
-the offers unchanged since its version (``service.query.pinned_union``) write exactly these
-two terms, so no other statement can pick the index (every offer id is positive)."""
+read of ids and keys (``service.query.offers.base_query``), a pinned full sort's read of
+the offers unchanged since its version (``service.query.pinned_union``) and the largest GPU
+memory offers state (``service.query.facts.stated_gpu_memory``) write exactly these two
+terms, so no other statement can pick the index (every offer id is positive)."""
 FILTERED_COLUMNS = (
     "price_kind",
     "gpu_slug",
@@ -171,7 +173,7 @@ class Offer(SQLModel, table=True):
         # a current listing whose filters keep too few of its sort index's first entries
         # reads every active offer, filters first (service.query.offers._filtered_first):
         # along this covering index (~95 bytes an entry) rather than the table's rows (~240)
-        Index("ix_offer_active_filters", *FILTERED_COLUMNS, sqlite_where=ACTIVE_SCAN).ddl_if(
+        Index(ACTIVE_FILTERS_INDEX, *FILTERED_COLUMNS, sqlite_where=ACTIVE_SCAN).ddl_if(
             dialect="sqlite"
         ),
     )

@@ -809,7 +809,11 @@ def _walked(
     62-71 ms filters first, against a few walks of one model each). Only after the walk
     gave up: where it does not (the cheapest, big GPUs, first), one walk reads less than
     several (``price_per_pflop_hour min_gpu_memory_gb=48``, six models: 66 ms merged, the
-    statements of six walks, against one walk)."""
+    statements of six walks, against one walk). SQLite only: on PostgreSQL the largest
+    memories offers state are read again whenever the server's snapshot has moved (any
+    transaction of the server moves it), 36-63 ms at 210,000 offers, and its walks' round
+    trips cost more: pages of that kind took 196-210 ms there, against 125-170 ms filters
+    first (docs/benchmarks.md, "Tenth round")."""
     sort, gpus = shared["sort"], shared["gpus"]
     top = ceiling(conn, sort, filters.max_price_per_gpu_hour, gpus)
     walk = Walk(sort, shared["descending"], limit, shared["after"], gpus, top)
@@ -817,9 +821,10 @@ def _walked(
         return walk.rows(conn, pages, _give_up)
     except _GaveUp:
         pass
-    if sort not in MERGED_PER_GPU or filters.min_gpu_memory_gb is None:
+    memory = filters.min_gpu_memory_gb
+    if sort not in MERGED_PER_GPU or memory is None or conn.dialect.name != "sqlite":
         return None
-    models = _models(conn, gpus, shared["compliance"], filters.min_gpu_memory_gb)
+    models = _models(conn, gpus, shared["compliance"], memory)
     if not _merged(conn, sort, gpus, models):
         return None
     assert models is not None
