@@ -12,12 +12,12 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, exists, func, or_, select
+from sqlalchemy import Connection, Executable, exists, func, or_, select, text
 
 from schema.enums import OfferStatus
 from schema.prices import ACTIVE_FILTERS_INDEX, ACTIVE_SCAN
 from service.query.runs import last_good_crawls
-from service.query.sql import CERT, CLASSIFICATION, GPU, OFFER, REGION, sortable
+from service.query.sql import CERT, CLASSIFICATION, GPU, OFFER, REGION
 
 
 @dataclass
@@ -135,14 +135,19 @@ def stated_gpu_memory(conn: Connection) -> dict[str | None, float]:
     connection like :func:`catalog_facts`; on SQLite along the covering
     ``ix_offer_active_filters`` (20 ms at 210,000 offers; its planner otherwise walked
     another index and read every row, 370 ms)."""
-    stated = sortable(OFFER.c.gpu_memory_gb, conn.dialect.name)
-    largest = select(OFFER.c.gpu_slug, func.max(stated)).group_by(OFFER.c.gpu_slug)
+    largest: Executable
     if conn.dialect.name == "sqlite":  # the covering index's entries, not the table's rows
-        largest = largest.with_hint(OFFER, f"INDEXED BY {ACTIVE_FILTERS_INDEX}", "sqlite")
-        largest = largest.where(ACTIVE_SCAN, OFFER.c.gpu_memory_gb.is_not(None))
+        largest = text(
+            "SELECT gpu_slug, max(CAST(gpu_memory_gb AS REAL)) FROM offer "
+            f"INDEXED BY {ACTIVE_FILTERS_INDEX} WHERE {ACTIVE_SCAN.text} "
+            "AND gpu_memory_gb IS NOT NULL GROUP BY gpu_slug"
+        )
     else:
-        active = OFFER.c.status == OfferStatus.active.value
-        largest = largest.where(active, OFFER.c.gpu_memory_gb.is_not(None))
+        largest = (
+            select(OFFER.c.gpu_slug, func.max(OFFER.c.gpu_memory_gb))
+            .where(OFFER.c.status == OfferStatus.active.value, OFFER.c.gpu_memory_gb.is_not(None))
+            .group_by(OFFER.c.gpu_slug)
+        )
 
     def read() -> dict[str | None, float]:
         return {slug: float(most) for slug, most in conn.execute(largest)}
