@@ -123,6 +123,14 @@ def bare_metal_offered(conn: Connection, value: bool) -> bool:
 
 
 STATED_MEMORY_KEY = "gpuatlas.stated_memory"
+STATED_MEMORY_SQLITE = (
+    "SELECT gpu_slug, max(CAST(gpu_memory_gb AS REAL)) FROM offer "
+    f"INDEXED BY {ACTIVE_FILTERS_INDEX} WHERE {ACTIVE_SCAN.text} "
+    "AND gpu_memory_gb IS NOT NULL GROUP BY gpu_slug"
+)
+"""The largest GPU memory active offers state, per model, on SQLite: the one statement
+besides a listing's filters-first read and a pinned full sort that reads
+``ix_offer_active_filters`` (see :data:`schema.prices.ACTIVE_SCAN`)."""
 
 
 def stated_gpu_memory(conn: Connection) -> dict[str | None, float]:
@@ -137,11 +145,7 @@ def stated_gpu_memory(conn: Connection) -> dict[str | None, float]:
     another index and read every row, 370 ms)."""
     largest: Executable
     if conn.dialect.name == "sqlite":  # the covering index's entries, not the table's rows
-        largest = text(
-            "SELECT gpu_slug, max(CAST(gpu_memory_gb AS REAL)) FROM offer "
-            f"INDEXED BY {ACTIVE_FILTERS_INDEX} WHERE {ACTIVE_SCAN.text} "
-            "AND gpu_memory_gb IS NOT NULL GROUP BY gpu_slug"
-        )
+        largest = text(STATED_MEMORY_SQLITE)
     else:
         largest = (
             select(OFFER.c.gpu_slug, func.max(OFFER.c.gpu_memory_gb))
