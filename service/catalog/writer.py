@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack
 from datetime import datetime
 from decimal import Decimal
+from functools import cache
 from typing import Any
 
 from sqlalchemy import Connection, func, insert, literal_column, select, update
@@ -642,9 +643,12 @@ class Writer:
             )
 
 
+@cache
 def _staged_pflop_key() -> str:
     """The PFLOPS sort key of a staged offer (SQLite): its staged price's key and its staged
-    attributes' GPU model, as :func:`schema.prices.pflop_hour_key`."""
+    attributes' GPU model, as :func:`schema.prices.pflop_hour_key`. Compiled once per
+    process (every batch of a first ingest wrote it: 80 compilations, 0.27 s holding the
+    interpreter lock, at 200,000 offers)."""
     key = pflop_hour_key_sql(literal_column("p.gpu_hour_usd_e10"), GPU.c.tflops_bf16, "sqlite")
     found = select(key).where(GPU.c.slug == literal_column("a.gpu_slug")).scalar_subquery()
     sql = found.compile(dialect=sqlite_dialect(), compile_kwargs={"literal_binds": True})
