@@ -53,11 +53,22 @@ def _catalog(engine: Engine, settings: Settings) -> None:
     rows[3]["gpu_memory_gb"] = "96"  # an L4 offer stating more than its model
     rows[24 + 5]["gpu_memory_gb"] = "40"  # an H100 offer stating less
     ingest(engine, settings, CrawlResult(source="acme", records=rows))
+    # a peer catalog reporting every fourth offer again, cheaper (hidden behind acme's by
+    # the precedence unless include_peers), and one H200 offer only it has
+    peers = [
+        {**row, "source": PEER, "amount": str(Decimal(row["amount"]) / 2)} for row in rows[::4]
+    ]
+    peers.append({**rows[-1], "source": PEER, "sku": "h200-peer-only"})
+    ingest(engine, settings, CrawlResult(source=PEER, records=peers))
+
+
+PEER = "skypilot:acme"
 
 
 def _full_sort(conn: Any, filters: OfferFilters, descending: bool) -> list[int]:
     """Every match, sorted in Python by (key, id): what any page must agree with."""
-    every = list_offers(conn, OfferFilters(), 1000, sort="price_per_gpu_hour")
+    unfiltered = OfferFilters(include_peers=filters.include_peers)
+    every = list_offers(conn, unfiltered, 1000, sort="price_per_gpu_hour")
     kept = {r["id"] for r in list_offers(conn, filters, 1000, sort="provider")}
     keyed = [r for r in every if r["id"] in kept and r["sort_value"] is not None]
     rows = list_offers(conn, filters, 1000, sort="price_per_pflop_hour", descending=descending)
@@ -132,8 +143,10 @@ def test_a_memory_floor_pages_as_the_full_sort(
 
     monkeypatch.setattr(offers_module, "_merged_per_gpu", counted)
     with engine.connect() as conn:
-        for least in (None, Decimal(4)):
-            filters = OfferFilters(min_gpu_memory_gb=Decimal(floor), min_gpus=least)
+        for least, peers in ((None, False), (Decimal(4), False), (None, True)):
+            filters = OfferFilters(
+                min_gpu_memory_gb=Decimal(floor), min_gpus=least, include_peers=peers
+            )
             compliance = resolve_compliance(conn, filters)
             expected = _full_sort(conn, filters, descending)
             for limit in (1, 3, 5):
@@ -154,7 +167,7 @@ def test_a_memory_floor_pages_as_the_full_sort(
                         break
                     last = page[-1]
                     after = offers_module.After(last["sort_value"], last["id"])
-                assert got == expected, (floor, least, limit, descending)
+                assert got == expected, (floor, least, peers, limit, descending)
     # the per-model walks were read (SQLite only; at 48 no model is left out)
     walked_per_model = engine.dialect.name == "sqlite" and prefix == 2
     assert bool(merged) == (walked_per_model and floor != "48")
