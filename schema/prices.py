@@ -115,9 +115,9 @@ ACTIVE_FILTERS_INDEX = "ix_offer_active_filters"
 ACTIVE_SCAN = text("+status = 'active' AND +id > 0")
 """SQLite's predicate of ix_offer_active_filters: only a current listing's filters-first
 read of ids and keys (``service.query.offers.base_query``), a pinned full sort's read of
-the offers unchanged since its version (``service.query.pinned_union``) and the largest GPU
-memory offers state (``service.query.facts.stated_gpu_memory``) write exactly these two
-terms, so no other statement can pick the index (every offer id is positive)."""
+the offers unchanged since its version (``service.query.pinned_union``) and the two
+probes of ``service.query.facts.COVERING_READS`` write exactly these two terms, so no
+other statement can pick the index (every offer id is positive)."""
 FILTERED_COLUMNS = (
     "price_kind",
     "gpu_slug",

@@ -115,11 +115,24 @@ def bare_metal_offered(conn: Connection, value: bool) -> bool:
     slowest tenth of the listing mix's `bare_metal` pages: docs/benchmarks.md)."""
     answers: dict[bool, bool] = per_snapshot(conn, OFFERED_KEY, dict)
     if value not in answers:
-        probe = select(OFFER.c.id).where(
-            OFFER.c.status == OfferStatus.active.value, OFFER.c.bare_metal.is_(value)
-        )
-        answers[value] = conn.execute(probe.limit(1)).first() is not None
+        probe: Executable
+        if conn.dialect.name == "sqlite":  # the covering index: 15 ms to find none, not 45
+            probe = text(BARE_METAL_SQLITE).bindparams(value=int(value))
+        else:
+            probe = select(OFFER.c.id).where(
+                OFFER.c.status == OfferStatus.active.value, OFFER.c.bare_metal.is_(value)
+            )
+            probe = probe.limit(1)
+        answers[value] = conn.execute(probe).first() is not None
     return answers[value]
+
+
+BARE_METAL_SQLITE = (
+    f"SELECT 1 FROM offer INDEXED BY {ACTIVE_FILTERS_INDEX} WHERE {ACTIVE_SCAN.text} "
+    "AND bare_metal IS :value LIMIT 1"
+)
+"""The bare-metal probe on SQLite, along the covering index (SQLite's planner read every
+active offer's row through ``ix_offer_status_provider``)."""
 
 
 STATED_MEMORY_KEY = "gpuatlas.stated_memory"
@@ -128,9 +141,12 @@ STATED_MEMORY_SQLITE = (
     f"INDEXED BY {ACTIVE_FILTERS_INDEX} WHERE {ACTIVE_SCAN.text} "
     "AND gpu_memory_gb IS NOT NULL GROUP BY gpu_slug"
 )
-"""The largest GPU memory active offers state, per model, on SQLite: the one statement
-besides a listing's filters-first read and a pinned full sort that reads
+"""The largest GPU memory active offers state, per model, on SQLite, along
 ``ix_offer_active_filters`` (see :data:`schema.prices.ACTIVE_SCAN`)."""
+
+COVERING_READS = (BARE_METAL_SQLITE, STATED_MEMORY_SQLITE)
+"""The statements besides a listing's filters-first read and a pinned full sort that read
+``ix_offer_active_filters``: both name it."""
 
 
 def stated_gpu_memory(conn: Connection) -> dict[str | None, float]:
