@@ -282,7 +282,8 @@ def list_offers(
             keyed = query(nulls=False)
             found: list[dict[str, Any]] | None
             if sort in BY_VALUE:
-                found = _by_value(conn, keyed, limit, descending, after)
+                counts = (filters.min_gpus, filters.max_gpus)
+                found = _by_value(conn, keyed, limit, descending, after, counts)
             elif sort in MERGED_PER_GPU and _merged(conn, sort, gpus, models):
                 assert models is not None
                 found = _merged_per_gpu(conn, keyed, filters, {**shared, "gpus": models}, limit)
@@ -1081,7 +1082,12 @@ class Walk:
 
 
 def _by_value(
-    conn: Connection, keyed: Select[Any], limit: int, descending: bool, after: After | None
+    conn: Connection,
+    keyed: Select[Any],
+    limit: int,
+    descending: bool,
+    after: After | None,
+    counts: tuple[Decimal | None, Decimal | None] = (None, None),
 ) -> list[dict[str, Any]] | None:
     """The first ``limit`` rows of ``keyed`` (``ORDER BY gpu_count, id``, or descending)
     through ``ix_offer_status_gpu_count`` (status, gpu_count, id): the distinct counts of
@@ -1092,7 +1098,13 @@ def _by_value(
     at most in all (the id of the last one allowed bounds each range). None when they run
     out before the page is full: the filters are selective, and the caller reads their
     matches first (a filter that kept none of them read every offer of every count, four
-    ranges of ~40,000 offers with their correlated tests: 127 ms in the listing benchmark)."""
+    ranges of ~40,000 offers with their correlated tests: 127 ms in the listing benchmark).
+
+    ``counts``: ``min_gpus`` and ``max_gpus``, whose counts outside them are not walked
+    (the filters would keep none of their offers; compared as the statements compare them,
+    floats on SQLite). Their offers used up the budget before: ``sort=gpu_count
+    min_gpus=2`` read the 4,000 first offers of one GPU, gave up and read the filters first
+    (44-59 ms at 210,000 offers)."""
     column = OFFER.c.gpu_count
     active = OFFER.c.status == OfferStatus.active.value
     values: list[Decimal] = []
@@ -1103,6 +1115,12 @@ def _by_value(
             break
         values.append(value)
     values.sort(reverse=descending)
+    as_compared: Any = float if conn.dialect.name == "sqlite" else Decimal
+    least, most = counts
+    if least is not None:
+        values = [v for v in values if as_compared(v) >= as_compared(least)]
+    if most is not None:
+        values = [v for v in values if as_compared(v) <= as_compared(most)]
     mark = None if after is None else after.value  # a float on SQLite (CAST(... AS FLOAT))
     number: Any = float if isinstance(mark, float) else Decimal
     if mark is not None:  # skip the counts before the cursor
