@@ -18,6 +18,7 @@ from service.query import offers as offers_module
 from service.query.filters import OfferFilters
 from service.query.offers import After, list_offers
 from tests.support.factories import record
+from tests.support.spy import results_of
 
 COUNTS = ["1", "2", "4", "8"]
 
@@ -75,14 +76,7 @@ def test_a_count_range_pages_as_the_full_sort_without_reading_the_filters_first(
         expected = [r["id"] for r in kept]
         # ten offers a count: a walk of five entries gives up on any count it cannot use
         monkeypatch.setattr(offers_module, "PREFIX", 5)
-        first: list[int] = []
-        real = offers_module._filtered_first
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            first.append(1)
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(offers_module, "_filtered_first", counted)
+        first = results_of(monkeypatch, offers_module, "_filtered_first")
         for limit in (1, 3):
             assert _pages(conn, filters, limit, descending) == expected, (limit, least, most)
         assert not first  # the counts the range drops were never walked

@@ -20,6 +20,7 @@ from service.query.filters import OfferFilters, resolve_compliance
 from service.query.offers import list_offers
 from service.query.sql import OFFER
 from tests.support.factories import record
+from tests.support.spy import results_of
 
 # (raw GPU name, its slug, memory in GB): small GPUs first, dearest per PFLOPS-hour
 MODELS = [
@@ -134,14 +135,7 @@ def test_a_memory_floor_pages_as_the_full_sort(
     either way each page, and the next through its cursor, is the full sort's."""
     _catalog(engine, settings)
     monkeypatch.setattr(offers_module, "PREFIX", prefix)
-    merged: list[int] = []
-    real = offers_module._merged_per_gpu
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        merged.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(offers_module, "_merged_per_gpu", counted)
+    merged = results_of(monkeypatch, offers_module, "_merged_per_gpu")
     with engine.connect() as conn:
         for least, peers in ((None, False), (Decimal(4), False), (None, True)):
             filters = OfferFilters(

@@ -27,6 +27,7 @@ from service.query.filters import OfferFilters
 from service.query.offers import After, list_offers
 from tests.query.test_history_reads import build
 from tests.support.factories import records
+from tests.support.spy import results_of
 
 WALK_STATEMENT = re.compile(r"FROM price_observation\s+(WHERE|CROSS JOIN offer|JOIN LATERAL)")
 """The walk's two statements: the bound, and the bounded walk."""
@@ -122,15 +123,7 @@ def pages_from_current_are_those_of_the_full_sort(
     few or none, prefixes of one row and more (read again, 4x longer, when the precedence
     hides rows), and the read given up (the index's first entries short of the page, or
     the limit on prices changed since set low)."""
-    real = offers_module._pinned_from_current
-    counts = {"page": 0, "full": 0}
-
-    def counted(*args: Any, **kwargs: Any) -> list[int] | None:
-        found = real(*args, **kwargs)
-        counts["page" if found is not None else "full"] += 1
-        return found
-
-    monkeypatch.setattr(offers_module, "_pinned_from_current", counted)
+    outcomes = results_of(monkeypatch, offers_module, "_pinned_from_current")  # None: given up
     full_sort: dict[tuple[Any, ...], list[Any]] = {}  # the reference, read once per case
     with engine.connect() as conn:
         for version in sorted({1, latest // 2, latest - 1, latest + 3}):
@@ -158,6 +151,7 @@ def pages_from_current_are_those_of_the_full_sort(
                                         conn, filters, version, descending, size, sort
                                     )
                             assert read == full_sort[case], case
+    counts = {"page": sum(r is not None for r in outcomes), "full": outcomes.count(None)}
     assert counts["page"] > 100 and counts["full"] > 20, counts
 
 
@@ -168,15 +162,7 @@ def pages_by_provider_are_those_of_the_full_sort(
     (``_pinned_by_provider``), is the page of the full sort: both directions, cursors that
     end inside a provider's offers and at its last, filters that keep a provider's offers
     or none of them, and (with one provider read short allowed) the read given up."""
-    real = offers_module._pinned_by_provider
-    counts = {"page": 0, "full": 0}
-
-    def counted(*args: Any, **kwargs: Any) -> list[int] | None:
-        found = real(*args, **kwargs)
-        counts["page" if found is not None else "full"] += 1
-        return found
-
-    monkeypatch.setattr(offers_module, "_pinned_by_provider", counted)
+    outcomes = results_of(monkeypatch, offers_module, "_pinned_by_provider")  # None: given up
     chosen = (*FILTERS, OfferFilters(provider=["lambda", "acme"], region="r3"))
     full_sort: dict[tuple[Any, ...], list[Any]] = {}  # the reference, read once per case
     with engine.connect() as conn:
@@ -194,6 +180,7 @@ def pages_by_provider_are_those_of_the_full_sort(
                                     conn, filters, version, descending, size, "provider"
                                 )
                         assert read == full_sort[case], (*case, short)
+    counts = {"page": sum(r is not None for r in outcomes), "full": outcomes.count(None)}
     assert counts["page"] > 50 and counts["full"] > 10, counts
 
 
