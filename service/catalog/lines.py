@@ -114,6 +114,11 @@ class LineIndex:
         self.state = state
         self._ready.set()
 
+    @property
+    def ready(self) -> bool:
+        """Whether the index is open (or refused, or released)."""
+        return self._ready.is_set()
+
     def release(self) -> None:
         """Let a waiting reader go on (the ingest ends before opening the index)."""
         self._ready.set()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from itertools import chain, repeat
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -20,6 +21,10 @@ from service.catalog.unchanged import confirm_unchanged
 from service.core.config import Settings
 
 MAX_LINE_BYTES = 1 << 20
+READ_AHEAD = 20_000
+"""Lines read and digested while the source's state is being read (about 10 MB of lines
+of 500 bytes)."""
+END: Any = object()
 
 
 class JsonlRecords:
@@ -48,12 +53,21 @@ class JsonlRecords:
     def items(self, index: LineIndex | None = None) -> Iterator[Any]:
         """Each line's value; with ``index`` (once it is open), each line as
         :data:`~service.catalog.lines.Known` when an active offer holds its digest, else
-        as :class:`~service.catalog.lines.Fresh` (see :mod:`service.catalog.lines`)."""
+        as :class:`~service.catalog.lines.Fresh` (see :mod:`service.catalog.lines`).
+
+        While the index is being read (the source's state: one long database step that
+        holds no interpreter lock), up to :data:`READ_AHEAD` lines are read and digested
+        ahead."""
         self.rejections.clear()
         reject, source = self.rejections.append, self.source
-        line_number = index.wait() if index is not None else None
         with self.path.open("rb") as handle:
-            for number, line in enumerate(_lines(handle), start=1):
+            raw = _lines(handle)
+            lines: Iterator[Any] = zip(raw, repeat(None))
+            line_number = None
+            if index is not None:
+                lines = _digested(raw, index)
+                line_number = index.wait()
+            for number, (line, digest) in enumerate(lines, start=1):
                 position = number - 1
                 if line is None:
                     reject(
@@ -62,9 +76,7 @@ class JsonlRecords:
                     continue
                 if not line.strip():
                     continue
-                digest = None
                 if line_number is not None:
-                    digest = line_digest(line)
                     known = line_number(digest)
                     if known >= 0:
                         yield (known, line)  # Known
@@ -75,6 +87,25 @@ class JsonlRecords:
                     reject(Rejection(position, f"line {number}: invalid JSON ({exc})"))
                     continue
                 yield value if digest is None else Fresh(value, digest)
+
+
+def _digested(lines: Iterator[bytes | None], index: LineIndex) -> Iterator[Any]:
+    """Each line of ``lines`` with its digest (None for a line too long). The first ones
+    are read and digested now, until ``index`` opens (up to :data:`READ_AHEAD`)."""
+    ahead: list[tuple[bytes | None, bytes | None]] = []
+    while len(ahead) < READ_AHEAD and not index.ready:
+        line = next(lines, END)
+        if line is END:
+            break
+        ahead.append((line, None if line is None else line_digest(line)))
+    ahead.reverse()
+    return chain(_drained(ahead), ((x, None if x is None else line_digest(x)) for x in lines))
+
+
+def _drained(items: list[Any]) -> Iterator[Any]:
+    """The items of ``items`` from last to first, each let go once handed on."""
+    while items:
+        yield items.pop()
 
 
 def _lines(handle: BinaryIO) -> Iterator[bytes | None]:

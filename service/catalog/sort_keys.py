@@ -33,6 +33,8 @@ def offer_pflop_key(dialect: str) -> Any:
 def refresh_pflop_keys(conn: Connection, ids: Sequence[int] | None = None) -> int:
     """Set ``pflop_hour_usd_e10`` from the offers' current price key and GPU model, for the
     offers ``ids`` (None: every offer), where it differs; returns the rows changed."""
+    if ids is not None and not ids:  # the statement is not even built (once per batch)
+        return 0
     key = offer_pflop_key(conn.dialect.name)
     stale = update(OFFER).values(pflop_hour_usd_e10=key)
     stale = stale.where(OFFER.c.pflop_hour_usd_e10.is_distinct_from(key))

@@ -25,6 +25,7 @@ from service.catalog.columns import KEY_SEP, Key, join_key
 from service.catalog.lines import Fresh, Known, LineIndex, read_known
 from service.catalog.results import Rejection, safe_excerpt
 from service.catalog.state import (
+    AS_LINE,
     NOT_SEEN,
     CurrentState,
     SeenKeys,
@@ -165,7 +166,7 @@ class StreamValidator:
                 assert state is not None  # only an open index makes lines Known
                 row = state.line_rows[record[0]]
                 if seen_amounts[row] == NOT_SEEN:  # the offer as stored: nothing to read
-                    seen_amounts[row] = state.line_amounts[record[0]]
+                    seen_amounts[row] = AS_LINE - record[0]  # its amount, when compared
                     marked[row] = 1
                     self._seen_current += 1
                     if providers is not None:
@@ -211,7 +212,10 @@ class StreamValidator:
             row = row_of(*pair)
             if row >= 0:
                 first_amount = seen_amounts[row]
-                if first_amount == NOT_SEEN:
+                if first_amount <= AS_LINE:  # a skipped line's: the offer's amount as stored
+                    assert state is not None  # a row is found in a state only
+                    first_amount = state.line_amount(AS_LINE - first_amount)
+                elif first_amount == NOT_SEEN:
                     seen_amounts[row] = amount
                     marked[row] = 1
                     self._seen_current += 1

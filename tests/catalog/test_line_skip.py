@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -26,6 +27,7 @@ from sqlalchemy import Engine, insert, inspect, select, text, update
 
 from schema.catalog import Region
 from schema.prices import Offer, OfferLine
+from service.catalog import snapshot
 from service.catalog.ingest import ingest
 from service.catalog.lines import LineIndex, line_digest
 from service.catalog.results import CrawlResult, IngestResult
@@ -409,6 +411,64 @@ def test_a_skipped_line_contradicted_later_keeps_neither(pair: Pair) -> None:
     assert [(r.position, r.reason) for r in early.rejections] == [
         (4, "duplicate offer with a different price")
     ]
+    pair.same()
+
+
+@contextmanager
+def read_ahead(lines: int) -> Iterator[list[int]]:
+    """The reader reads and digests up to ``lines`` lines before the index opens, as when
+    the source's state takes long to read (the index reports itself not open until the
+    reader waits for it); yields the lines digested by the time it opened (one entry per
+    opening)."""
+    digested = [0]
+    seen_at_open: list[int] = []
+    real_digest, real_open, real_wait = snapshot.line_digest, LineIndex.open, LineIndex.wait
+    waiting = threading.Event()  # the reader is done reading ahead
+
+    def counting(line: bytes) -> bytes:
+        digested[0] += 1
+        return real_digest(line)
+
+    def opening(index: LineIndex, state: Any) -> None:
+        assert waiting.wait(30)
+        seen_at_open.append(digested[0])
+        real_open(index, state)
+
+    def wait(index: LineIndex) -> Any:
+        waiting.set()
+        return real_wait(index)
+
+    with (
+        mock.patch.object(snapshot, "READ_AHEAD", lines),
+        mock.patch.object(snapshot, "line_digest", counting),
+        mock.patch.object(LineIndex, "ready", mock.PropertyMock(return_value=False)),
+        mock.patch.object(LineIndex, "open", opening),
+        mock.patch.object(LineIndex, "wait", wait),
+    ):
+        yield seen_at_open
+
+
+def test_lines_read_ahead_of_the_state_give_what_they_give_after(pair: Pair) -> None:
+    """Lines digested while the state is read are judged as they would be after: the
+    hostile ones among them too (a line too long, a blank one, a changed price)."""
+    for _ in range(2):
+        pair.ingest(lines_of(dict.fromkeys(range(OFFERS), 0)))
+    good = lines_of(dict.fromkeys(range(OFFERS), 0))
+    crawl = [good[3], b"  ", b'{"sku": "' + b"x" * MAX_LINE_BYTES + b'"}', line(offer(4, 1))]
+    crawl += [x for i, x in enumerate(good) if i not in (3, 4)]
+    with read_ahead(4) as opened:
+        result = pair.ingest(crawl)
+    # the shortcut's ingest: four lines read before it opened, three digested (not the one
+    # too long)
+    assert opened == [3]
+    assert (result.changed, result.skipped) == (1, SKIPPABLE - 1)  # offer 4 repriced
+    assert [r.reason.split(" (")[0] for r in result.rejections] == [
+        "line 3: longer than 1048576 bytes"
+    ]
+    with read_ahead(100) as opened:  # more than the file: it is read whole, then judged
+        again = pair.ingest(crawl)
+    assert opened == [len(crawl) - 1]
+    assert (again.changed, again.skipped) == (0, SKIPPABLE)
     pair.same()
 
 
