@@ -321,7 +321,6 @@ class PriceObservation(SQLModel, table=True):
     gpu_hour_usd: Decimal | None = Field(default=None, sa_type=DecimalType)
     fx_rate: Decimal | None = Field(default=None, sa_type=DecimalType, description="USD per unit")
     fx_date: date | None = None
-    fx_source: str | None = Field(default=None, max_length=64)
     valid_from: datetime = Field(sa_type=UTCMicros)
     valid_to: datetime | None = Field(default=None, sa_type=UTCMicros)
     version_from: int

@@ -71,7 +71,6 @@ OBS_COLUMNS = (
     "gpu_hour_usd",
     "fx_rate",
     "fx_date",
-    "fx_source",
     "payload_id",
 )
 """An observation's row, as built and as the outbox reads it (``gpu_hour_usd`` is a

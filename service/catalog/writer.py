@@ -75,7 +75,7 @@ new rows' foreign keys once for the load instead of once per row, where the inge
 role may (see :mod:`service.catalog.refcheck`). Not for repriced offers alone: their
 observations refer to offers already stored, and checking those once costs as much as
 the per-row checks (5 % of 200,000 offers repriced: 1.29 s against 1.21 s)."""
-STAGED_PRICE_COLUMNS = ("pid", *OBS_COLUMNS[2:11], "gpu_hour_usd_e10", "hourly_usd_e10")
+STAGED_PRICE_COLUMNS = ("pid", *OBS_COLUMNS[2:-1], "gpu_hour_usd_e10", "hourly_usd_e10")
 """A distinct price as staged: the observation's figures (``gpu_hour_usd`` as bound text,
 which is also the offer's) and the offer's two sort keys."""
 
@@ -169,7 +169,7 @@ class Writer:
 
     def _price(self, fields: Mapping[str, Any]) -> _Price:
         """The derived figures of a price, as bound for the bulk writes: the
-        observation's (``OBS_COLUMNS[2:11]``, USD per GPU-hour there as a Decimal, which
+        observation's (``OBS_COLUMNS[2:-1]``, USD per GPU-hour there as a Decimal, which
         the outbox reads) and the offer's (amount, currency, USD per GPU-hour and its
         sort key, the sort key of USD per instance-hour).
 
@@ -229,13 +229,9 @@ class Writer:
             self._fx_cache[currency] = self.fx.to_usd(currency, self.now.date())
         conversion = self._fx_cache[currency]
         if conversion is None:
-            usd = hourly_usd = rate = rate_date = rate_source = None
+            usd = hourly_usd = rate = rate_date = None
         else:
-            rate, rate_date, rate_source = (
-                conversion.usd_per_unit,
-                conversion.rate_date,
-                conversion.source,
-            )
+            rate, rate_date = conversion.usd_per_unit, conversion.rate_date
             usd = q(amount * rate)
             hourly_usd = q(hourly * rate)
         bind = self.bind
@@ -248,7 +244,6 @@ class Writer:
             None,
             bind(rate),
             bind(rate_date),
-            rate_source,
         )
         return observed, hourly_usd
 
@@ -570,7 +565,7 @@ class Writer:
             obs_values = (
                 obs_id,
                 offer_id,
-                *(f"p.{c}" for c in OBS_COLUMNS[2:11]),
+                *(f"p.{c}" for c in OBS_COLUMNS[2:-1]),
                 raw,
                 *obs_literals,
             )

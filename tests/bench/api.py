@@ -172,7 +172,7 @@ def repriced(amount: Decimal, derived: list[Decimal | None], new: Decimal) -> li
 
 PREHISTORY_COLUMNS = (
     "id, offer_id, amount, currency, hourly_amount, amount_usd, hourly_usd, gpu_hour_usd, "
-    "fx_rate, fx_date, fx_source, valid_from, valid_to, version_from, version_to, "
+    "fx_rate, fx_date, valid_from, valid_to, version_from, version_to, "
     "crawl_run_id, payload_id"
 )
 
@@ -187,7 +187,7 @@ def prehistory(engine: Engine, start: datetime, first: datetime) -> None:
         seeds = conn.execute(
             text(
                 "SELECT offer_id, amount, currency, hourly_amount, amount_usd, hourly_usd, "
-                "gpu_hour_usd, fx_rate, fx_date, fx_source, crawl_run_id, payload_id "
+                "gpu_hour_usd, fx_rate, fx_date, crawl_run_id, payload_id "
                 "FROM price_observation WHERE version_from = 1 ORDER BY offer_id"
             )
         ).all()
@@ -202,7 +202,7 @@ def prehistory(engine: Engine, start: datetime, first: datetime) -> None:
         """Rows in PREHISTORY_COLUMNS order, as the driver stores them."""
         row_id = next_id
         for n, seed in enumerate(seeds):
-            offer_id, amount, currency, *derived, fx_rate, fx_date, fx_source, run, sha = seed
+            offer_id, amount, currency, *derived, fx_rate, fx_date, run, sha = seed
             amount = Decimal(str(amount))
             derived = [None if v is None else Decimal(str(v)) for v in derived]
             k = per + (1 if n < more else 0)
@@ -223,7 +223,6 @@ def prehistory(engine: Engine, start: datetime, first: datetime) -> None:
                     *prices[1:],
                     fx_rate,
                     fx_date,
-                    fx_source,
                     valid_from,
                     valid_to,
                     0,

@@ -142,7 +142,6 @@ OBS_COLUMNS = (
     "gpu_hour_usd",
     "fx_rate",
     "fx_date",
-    "fx_source",
     "valid_from",
     "valid_to",
     "version_from",
@@ -176,7 +175,6 @@ def versions(engine: Engine, start: datetime, count: int) -> None:
                 OBS.c.gpu_hour_usd,
                 OBS.c.fx_rate,
                 OBS.c.fx_date,
-                OBS.c.fx_source,
                 OBS.c.crawl_run_id,
             ).order_by(OBS.c.offer_id)
         ).all()
@@ -200,9 +198,9 @@ def versions(engine: Engine, start: datetime, count: int) -> None:
     # each offer alternates between its first price and one a cent above it
     variants = []
     for seed in seeds:
-        _, _, amount, currency, *derived, fx_rate, fx_date, fx_source, _ = seed
+        _, _, amount, currency, *derived, fx_rate, fx_date, _ = seed
         moved = repriced(amount, derived, amount + Decimal("0.01"))
-        variants.append(((amount, *derived), tuple(moved), currency, fx_rate, fx_date, fx_source))
+        variants.append(((amount, *derived), tuple(moved), currency, fx_rate, fx_date))
     next_id = max(s[0] for s in seeds) + 1
     last: list[tuple[int, int, Any]] = []  # per offer: (observation id, version, gpu_hour_usd)
 
@@ -292,7 +290,7 @@ def _row(
     closing: int | None,
     when: list[Any],
 ) -> tuple[Any, ...]:
-    _, currency, fx_rate, fx_date, fx_source = variant[1:]
+    _, currency, fx_rate, fx_date = variant[1:]
     return (
         row_id,
         seed[1],
@@ -301,7 +299,6 @@ def _row(
         *prices[1:],
         fx_rate,
         fx_date,
-        fx_source,
         when[version - 1],
         None if closing is None else when[closing - 1],
         version,
@@ -316,9 +313,16 @@ def _tracking(
 ) -> Iterator[tuple[Any, ...]]:
     """Pass the rows through, keeping each offer's open row (id, version, USD per GPU-hour)."""
     state: dict[int, tuple[int, int, Any, Any]] = {}
+    at = {name: OBS_COLUMNS.index(name) for name in OBS_COLUMNS}
+    closed, opened, gpu_hour, amount = (
+        at["version_to"],
+        at["version_from"],
+        at["gpu_hour_usd"],
+        at["amount"],
+    )
     for row in rows:
-        if row[14] is None:
-            state[row[1]] = (row[0], row[13], row[7], row[2])
+        if row[closed] is None:
+            state[row[1]] = (row[0], row[opened], row[gpu_hour], row[amount])
         yield row
     last.extend((offer, *state[offer]) for offer in sorted(state))  # type: ignore[arg-type]
 

@@ -774,3 +774,74 @@ def test_sqlite_observation_payload_row_refuses_an_unknown_digest(tmp_path) -> N
 def test_postgres_observation_payload_row_refuses_an_unknown_digest() -> None:
     with scratch_pg_database() as url:
         _payload_row_refused(url)
+
+
+BEFORE_FX_SOURCE = "0029"
+FX_SOURCES = [(1, "identity"), (2, "ecb"), (3, "ecb-gbp"), (4, None)]
+"""At 0029, as the ingest wrote them: a price in USD, one in EUR (the USD rate of its
+fx_date), one in GBP converted on a day without a USD row (its own rate's source), and
+one in JPY with no rate."""
+
+
+def _fx_source_rows(dialect: str) -> list[str]:
+    at = "1796169600000000" if dialect == "sqlite" else "'2026-12-02 00:00:00+00'"
+    rates = [
+        "INSERT INTO fx_rate (id, rate_date, currency, per_eur, source) VALUES "
+        f"({n}, '{day}', '{currency}', '{rate}', '{source}')"
+        for n, day, currency, rate, source in (
+            (1, "2026-12-01", "USD", "1.05", "ecb"),
+            (2, "2026-12-01", "GBP", "0.85", "ecb-gbp"),
+            (3, "2026-11-30", "GBP", "0.86", "ecb-gbp"),
+        )
+    ]
+    observations = [
+        "INSERT INTO price_observation (id, offer_id, amount, currency, fx_rate, fx_date, "
+        f"fx_source, valid_from, version_from, crawl_run_id) VALUES ({row}, 1, '2.5', "
+        f"'{currency}', {rate}, {day}, {source}, {at}, {row}, 1)"
+        for row, currency, rate, day, source in (
+            (1, "USD", "'1'", "NULL", "'identity'"),
+            (2, "EUR", "'1.05'", "'2026-12-01'", "'ecb'"),
+            (3, "GBP", "'1.2209302326'", "'2026-11-30'", "'ecb-gbp'"),
+            (4, "JPY", "NULL", "NULL", "NULL"),
+        )
+    ]
+    return [*OBSERVATION_ROWS[:3], *rates, *observations]
+
+
+def _fx_source_roundtrip(url: str) -> None:
+    """0030 drops the observations' fx_source and leaves every other value as it was; the
+    downgrade fills it back as the ingest wrote it."""
+    upgrade(url, BEFORE_FX_SOURCE)
+    engine = make_engine(url)
+    kept = "SELECT id, amount, currency, fx_rate, fx_date, valid_from FROM price_observation"
+    sources = "SELECT id, fx_source FROM price_observation ORDER BY id"
+    try:
+        with engine.begin() as conn:
+            for statement in _fx_source_rows(engine.dialect.name):
+                conn.execute(text(statement))
+            before = conn.execute(text(f"{kept} ORDER BY id")).all()
+            assert conn.execute(text(sources)).all() == FX_SOURCES
+        upgrade(url)
+        engine.dispose()
+        columns = {c["name"] for c in inspect(engine).get_columns("price_observation")}
+        assert "fx_source" not in columns and "fx_date" in columns
+        with engine.connect() as conn:
+            assert conn.execute(text(f"{kept} ORDER BY id")).all() == before
+        downgrade(url, BEFORE_FX_SOURCE)
+        engine.dispose()
+        with engine.connect() as conn:
+            assert conn.execute(text(sources)).all() == FX_SOURCES
+            assert conn.execute(text(f"{kept} ORDER BY id")).all() == before
+        upgrade(url)
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_observation_fx_source_up_down_up(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _fx_source_roundtrip(f"sqlite:///{tmp_path / 'm.db'}")
+
+
+@pytest.mark.postgres
+def test_postgres_observation_fx_source_up_down_up() -> None:
+    with scratch_pg_database() as url:
+        _fx_source_roundtrip(url)
