@@ -20,7 +20,7 @@ computed afresh: in process (:func:`service.query.offers.list_offers`, as the ro
 it) and over HTTP through the real application under uvicorn with
 ``Cache-Control: no-cache`` (the response cache skipped). For each: p50, p90, p99, max and
 the five slowest combinations, each with the plan of its slowest statement (EXPLAIN QUERY
-PLAN / EXPLAIN). Then the cached figure: ``GPUATLAS_BENCH_LISTING_CACHED`` (default 100)
+PLAN / EXPLAIN). Then the cached figure: ``GPUATLAS_BENCH_LISTING_CACHED`` (default: all)
 of the combinations asked twice over HTTP without ``no-cache``, the second timed.
 
 Run alone: ``python -m tests.bench.listing`` (``GPUATLAS_BENCH_API_BACKENDS`` picks sqlite
@@ -66,7 +66,7 @@ from tests.bench.api import free_port, serve
 
 N = int(os.environ.get("GPUATLAS_BENCH_LISTING_OFFERS", "200000"))
 MIX = int(os.environ.get("GPUATLAS_BENCH_LISTING_MIX", "500"))
-CACHED = int(os.environ.get("GPUATLAS_BENCH_LISTING_CACHED", "100"))
+CACHED = int(os.environ.get("GPUATLAS_BENCH_LISTING_CACHED", str(MIX)))
 SEED_TEXT = os.environ.get("GPUATLAS_BENCH_LISTING_SEED", "")
 PEER_SOURCE = "skypilot:bench"
 NO_CACHE = {"Cache-Control": "no-cache"}
