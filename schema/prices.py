@@ -278,6 +278,13 @@ IN_FORCE = ("offer_id", "version_from", "version_to")
 """After the price in the observations' price indexes: the offer, and the versions."""
 
 
+USD = "USD"
+"""A price quoted in USD has no conversion: its observation stores neither its USD figures
+nor a rate (``amount_usd``, ``hourly_usd`` and ``fx_rate`` are null; they are its
+``amount``, its ``hourly_amount`` and 1, read so by ``service.query.sql.usd_figure``).
+Elsewhere a null USD figure means no rate was known."""
+
+
 class PriceObservation(SQLModel, table=True):
     """One price of one offer over [valid_from, valid_to); valid_to null = current."""
 

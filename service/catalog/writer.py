@@ -17,6 +17,7 @@ from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 from schema.catalog import GpuModel, Provider
 from schema.enums import OfferStatus, PricePer, UnmappedKind
 from schema.prices import (
+    USD,
     CatalogVersion,
     Offer,
     OfferLine,
@@ -235,14 +236,15 @@ class Writer:
             usd = q(amount * rate)
             hourly_usd = q(hourly * rate)
         bind = self.bind
+        same = currency == USD  # its USD figures are its own: not stored again (prices.USD)
         observed = (
             bind(amount),
             currency,
             bind(hourly),
-            bind(usd),
-            bind(hourly_usd),
+            None if same else bind(usd),
+            None if same else bind(hourly_usd),
             None,
-            bind(rate),
+            None if same else bind(rate),
             bind(rate_date),
         )
         return observed, hourly_usd

@@ -21,6 +21,7 @@ from sqlalchemy import (
     cast,
     exists,
     func,
+    literal,
     literal_column,
     or_,
     select,
@@ -40,6 +41,7 @@ from schema.crawl import CrawlRun, CrawlRunPayload
 from schema.enums import OfferStatus
 from schema.prices import (
     OBS_GPU_HOUR_KEY_SQLITE,
+    USD,
     CatalogVersion,
     Offer,
     OfferLocation,
@@ -58,6 +60,18 @@ RUN = CrawlRun.__table__  # type: ignore[attr-defined]
 RUN_PAYLOAD = CrawlRunPayload.__table__  # type: ignore[attr-defined]
 CERT = Certification.__table__  # type: ignore[attr-defined]
 CLASSIFICATION = GpuClassification.__table__  # type: ignore[attr-defined]
+
+
+def usd_figure(stored: Any, own: Any) -> ColumnElement[Any]:
+    """An observation's figure in USD: ``stored``, or for a price in USD its ``own`` figure
+    (not stored again: :data:`schema.prices.USD`)."""
+    return case((OBS.c.currency == USD, own), else_=stored)
+
+
+OBS_AMOUNT_USD = usd_figure(OBS.c.amount_usd, OBS.c.amount)
+OBS_HOURLY_USD = usd_figure(OBS.c.hourly_usd, OBS.c.hourly_amount)
+OBS_FX_RATE = usd_figure(OBS.c.fx_rate, literal(Decimal(1), OBS.c.fx_rate.type))
+"""An observation's USD amount, USD per instance-hour and USD per unit of its currency."""
 LOCATION = OfferLocation.__table__  # type: ignore[attr-defined]
 
 SortKey = Literal["price_per_gpu_hour", "price", "price_per_pflop_hour", "gpu_count", "provider"]
@@ -119,10 +133,10 @@ OFFER_COLUMNS = (
     OBS.c.amount,
     OBS.c.currency,
     OBS.c.hourly_amount,
-    OBS.c.amount_usd,
-    OBS.c.hourly_usd,
+    OBS_AMOUNT_USD.label("amount_usd"),
+    OBS_HOURLY_USD.label("hourly_usd"),
     OBS.c.gpu_hour_usd,
-    OBS.c.fx_rate,
+    OBS_FX_RATE.label("fx_rate"),
     OBS.c.fx_date,
     OBS.c.crawl_run_id,
     OBS.c.payload_id,  # its sha256 and URL: service.query.provenance.with_payloads
@@ -311,8 +325,8 @@ def hourly_key(dialect: str, version: int | None = None) -> Any:
     if version is None:
         return OFFER.c.hourly_usd_e10
     if dialect == "sqlite":
-        return cast(func.round(cast(OBS.c.hourly_usd, Float) * 10_000_000_000), Integer)
-    return cast(cast(OBS.c.hourly_usd, Numeric) * 10_000_000_000, BigInteger)
+        return cast(func.round(cast(OBS_HOURLY_USD, Float) * 10_000_000_000), Integer)
+    return cast(cast(OBS_HOURLY_USD, Numeric) * 10_000_000_000, BigInteger)
 
 
 def pflop_hour_key(dialect: str, version: int | None = None) -> Any:

@@ -20,7 +20,13 @@ from service.core.config import Settings
 from service.core.db import writer
 from service.query.history import offer_history
 from service.query.offers import get_offer
-from service.query.sql import RUN_PAYLOAD, payload_sha256
+from service.query.sql import (
+    OBS_AMOUNT_USD,
+    OBS_FX_RATE,
+    OBS_HOURLY_USD,
+    RUN_PAYLOAD,
+    payload_sha256,
+)
 from tests.support.factories import (
     OBS,
     OFFER,
@@ -385,7 +391,12 @@ def test_one_list_price_over_gpu_counts_bases_and_units_gives_each_its_figures(
     ]
     ingest(engine, settings, crawl(recs), now=datetime(2026, 3, 3, 12, tzinfo=UTC))
     with engine.connect() as conn:
-        rows = {r.offer_id: r for r in conn.execute(select(OBS))}
+        read = (
+            OBS_AMOUNT_USD.label("read_amount_usd"),
+            OBS_HOURLY_USD.label("read_hourly_usd"),
+            OBS_FX_RATE.label("read_fx_rate"),
+        )
+        rows = {r.offer_id: r for r in conn.execute(select(OBS, *read))}
         offers = {r.id: r for r in conn.execute(select(OFFER))}
     assert len(rows) == len(combos)
     ten = Decimal("1e-10")
@@ -397,10 +408,15 @@ def test_one_list_price_over_gpu_counts_bases_and_units_gives_each_its_figures(
         rate = Decimal("1.1") if currency == "EUR" else Decimal(1)
         gpu_hour = ((hourly * rate).quantize(ten) / gpus).quantize(ten)
         row = rows[offer_id]
-        assert (row.amount, row.currency, row.fx_rate) == (Decimal(24), currency, rate)
+        assert (row.amount, row.currency, row.read_fx_rate) == (Decimal(24), currency, rate)
         assert row.hourly_amount == hourly, (count, per, currency, unit)
-        assert row.amount_usd == (Decimal(24) * rate).quantize(ten)
-        assert row.hourly_usd == (hourly * rate).quantize(ten)
+        assert row.read_amount_usd == (Decimal(24) * rate).quantize(ten)
+        assert row.read_hourly_usd == (hourly * rate).quantize(ten)
+        stored = (row.amount_usd, row.hourly_usd, row.fx_rate)
+        if currency == "USD":  # its own figures, not stored again (schema.prices.USD)
+            assert stored == (None, None, None)
+        else:
+            assert stored == (row.read_amount_usd, row.read_hourly_usd, row.read_fx_rate)
         assert row.gpu_hour_usd == gpu_hour, (count, per, currency, unit)
         assert offers[offer_id].gpu_hour_usd == gpu_hour
         assert offers[offer_id].gpu_hour_usd_e10 == int(gpu_hour.scaleb(10))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -15,7 +17,7 @@ from schema.prices import OBS_GPU_HOUR_KEY_SQLITE, PriceObservation
 from schema.types import Digest
 from service.core.db import make_engine
 from service.core.migrate import downgrade, on_dialect, upgrade
-from service.query.sql import payload_sha256
+from service.query.sql import OBS_AMOUNT_USD, OBS_FX_RATE, OBS_HOURLY_USD, payload_sha256
 from tests.conftest import scratch_pg_database
 
 OBS = PriceObservation.__table__  # type: ignore[attr-defined]
@@ -821,7 +823,7 @@ def _fx_source_roundtrip(url: str) -> None:
                 conn.execute(text(statement))
             before = conn.execute(text(f"{kept} ORDER BY id")).all()
             assert conn.execute(text(sources)).all() == FX_SOURCES
-        upgrade(url)
+        upgrade(url, BEFORE_USD_FIGURES)  # 0030 (0031 then stores USD figures once)
         engine.dispose()
         columns = {c["name"] for c in inspect(engine).get_columns("price_observation")}
         assert "fx_source" not in columns and "fx_date" in columns
@@ -845,3 +847,103 @@ def test_sqlite_observation_fx_source_up_down_up(tmp_path) -> None:  # type: ign
 def test_postgres_observation_fx_source_up_down_up() -> None:
     with scratch_pg_database() as url:
         _fx_source_roundtrip(url)
+
+
+BEFORE_USD_FIGURES = "0030"
+USD_FIGURES = "SELECT id, amount_usd, hourly_usd, fx_rate FROM price_observation ORDER BY id"
+
+
+def _usd_rows(dialect: str, amount_usd: str = "'2.5'") -> list[str]:
+    """At 0030, as the ingest wrote them: two prices in USD (a monthly one: its hourly
+    amount is not its amount) and one in EUR."""
+    at = "1796169600000000" if dialect == "sqlite" else "'2026-12-02 00:00:00+00'"
+    one = "'1'" if dialect == "sqlite" else "1"
+    return [
+        *OBSERVATION_ROWS[:3],
+        "INSERT INTO price_observation (id, offer_id, amount, currency, hourly_amount, "
+        "amount_usd, hourly_usd, gpu_hour_usd, fx_rate, fx_date, valid_from, version_from, "
+        f"crawl_run_id) VALUES (1, 1, '2.5', 'USD', '2.5', {amount_usd}, '2.5', '2.5', {one}, "
+        f"NULL, {at}, 1, 1), (2, 1, '730', 'USD', '1', '730', '1', '0.5', {one}, NULL, {at}, "
+        f"2, 1), (3, 1, '2', 'EUR', '2', '2.2', '2.2', '2.2', '1.1', '2026-12-01', {at}, 3, 1)",
+    ]
+
+
+def _read_usd(conn: Any) -> list[tuple[Any, ...]]:
+    """What the readers see (service.query.sql.usd_figure), in Decimals."""
+    stmt = select(OBS.c.id, OBS_AMOUNT_USD, OBS_HOURLY_USD, OBS_FX_RATE).order_by(OBS.c.id)
+    return [tuple(row) for row in conn.execute(stmt)]
+
+
+READ_USD = [
+    (1, Decimal("2.5"), Decimal("2.5"), Decimal(1)),
+    (2, Decimal(730), Decimal(1), Decimal(1)),
+    (3, Decimal("2.2"), Decimal("2.2"), Decimal("1.1")),
+]
+
+
+def _usd_figures_roundtrip(url: str) -> None:
+    """0031 stores a USD price's USD figures once (null, read as its own figures and 1),
+    leaves the EUR price as it was, and the downgrade writes them back."""
+    upgrade(url, BEFORE_USD_FIGURES)
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            for statement in _usd_rows(engine.dialect.name):
+                conn.execute(text(statement))
+            before = conn.execute(text(USD_FIGURES)).all()
+            assert _read_usd(conn) == READ_USD
+        upgrade(url)
+        engine.dispose()
+        with engine.connect() as conn:
+            stored = conn.execute(text(USD_FIGURES)).all()
+            assert stored[:2] == [(1, None, None, None), (2, None, None, None)]
+            assert stored[2] == before[2]
+            assert _read_usd(conn) == READ_USD
+        downgrade(url, BEFORE_USD_FIGURES)
+        engine.dispose()
+        with engine.connect() as conn:
+            assert conn.execute(text(USD_FIGURES)).all() == before
+        upgrade(url)
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_observation_usd_figures_up_down_up(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _usd_figures_roundtrip(f"sqlite:///{tmp_path / 'm.db'}")
+
+
+@pytest.mark.postgres
+def test_postgres_observation_usd_figures_up_down_up() -> None:
+    with scratch_pg_database() as url:
+        _usd_figures_roundtrip(url)
+
+
+def _usd_figures_refused(url: str) -> None:
+    """A price in USD whose stored USD amount is not its amount stops 0031, named, and
+    nothing changes."""
+    upgrade(url, BEFORE_USD_FIGURES)
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            for statement in _usd_rows(engine.dialect.name, amount_usd="'2.6'"):
+                conn.execute(text(statement))
+            before = conn.execute(text(USD_FIGURES)).all()
+        with pytest.raises(ValueError, match="price observation 1 is in USD"):
+            upgrade(url)
+        engine.dispose()
+        with engine.connect() as conn:
+            assert conn.execute(text(USD_FIGURES)).all() == before
+            revision = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+        assert revision == BEFORE_USD_FIGURES
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_observation_usd_figures_refuse_other_figures(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _usd_figures_refused(f"sqlite:///{tmp_path / 'm.db'}")
+
+
+@pytest.mark.postgres
+def test_postgres_observation_usd_figures_refuse_other_figures() -> None:
+    with scratch_pg_database() as url:
+        _usd_figures_refused(url)

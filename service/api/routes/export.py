@@ -139,7 +139,7 @@ PARQUET_SCHEMA = pa.schema(
 
 CHUNK = 64 * 1024
 """Bytes per streamed chunk (about)."""
-SELECTED = {c.name: c for c in (*OFFER_COLUMNS, payload_sha256())}
+SELECTED: dict[str, Any] = {c.name: c for c in (*OFFER_COLUMNS, payload_sha256())}
 EXPORT_COLUMNS = [SELECTED[column] for _, column in COLUMNS if column in SELECTED]
 """The offer's own columns; :func:`_columns` adds the location ones for a request."""
 
