@@ -9,8 +9,8 @@ price in USD, and the readers take its own figures and 1 (``service.query.sql.us
 PostgreSQL (a NUMERIC of 7-10 bytes each).
 
 The upgrade refuses, naming the row, an observation in USD whose stored USD figures are not
-its own figures and 1 (only a hand-edited row could hold one): dropping them would lose
-what it says. Both databases rewrite the USD rows (SQLite: in place; the file keeps its
+its own figures and 1, compared as decimals (only a hand-edited row could hold one):
+dropping them would lose what it says. Both databases rewrite the USD rows (SQLite: in place; the file keeps its
 size until ``VACUUM``). The downgrade writes the three figures back.
 
 Revision ID: 0031
@@ -19,8 +19,10 @@ Create Date: 2026-12-05 17:50:00
 """
 
 from collections.abc import Sequence
+from decimal import Decimal
 
 from alembic import op
+from sqlalchemy import Connection
 
 revision: str = "0031"
 down_revision: str | Sequence[str] | None = "0030"
@@ -35,19 +37,28 @@ def _differs(stored: str, own: str) -> str:
     return f"({stored} IS NOT NULL AND {stored} <> {own})"
 
 
+def _refuse_other_figures(bind: Connection) -> None:
+    """Stop, naming the first, when a USD row stores USD figures other than its own and 1.
+    The database's ``<>`` finds the candidates (text on SQLite, where ``2.50`` and ``2.5``
+    differ); each is compared exactly as decimals."""
+    one = "'1'" if bind.dialect.name == "sqlite" else "1"
+    candidates = bind.exec_driver_sql(
+        f"SELECT id, amount, amount_usd, hourly_amount, hourly_usd, fx_rate FROM {TABLE} "
+        f"WHERE {USD} AND ({_differs('amount_usd', 'amount')} OR "
+        f"{_differs('hourly_usd', 'hourly_amount')} OR {_differs('fx_rate', one)}) ORDER BY id"
+    )
+    for row_id, amount, amount_usd, hourly, hourly_usd, rate in candidates:
+        pairs = ((amount_usd, amount), (hourly_usd, hourly), (rate, 1))
+        if any(s is not None and Decimal(str(s)) != Decimal(str(o)) for s, o in pairs):
+            raise ValueError(
+                f"price observation {row_id} is in USD but stores other USD figures or a "
+                "rate other than 1: they would be lost; not migrated"
+            )
+
+
 def upgrade() -> None:
     bind = op.get_bind()
-    one = "'1'" if bind.dialect.name == "sqlite" else "1"
-    found = bind.exec_driver_sql(
-        f"SELECT id FROM {TABLE} WHERE {USD} AND ("
-        f"{_differs('amount_usd', 'amount')} OR {_differs('hourly_usd', 'hourly_amount')} "
-        f"OR {_differs('fx_rate', one)}) ORDER BY id LIMIT 1"
-    ).scalar()
-    if found is not None:
-        raise ValueError(
-            f"price observation {found} is in USD but stores other USD figures or a rate "
-            "other than 1: they would be lost; not migrated"
-        )
+    _refuse_other_figures(bind)
     bind.exec_driver_sql(
         f"UPDATE {TABLE} SET amount_usd = NULL, hourly_usd = NULL, fx_rate = NULL WHERE {USD}"
     )

@@ -947,3 +947,31 @@ def test_sqlite_observation_usd_figures_refuse_other_figures(tmp_path) -> None: 
 def test_postgres_observation_usd_figures_refuse_other_figures() -> None:
     with scratch_pg_database() as url:
         _usd_figures_refused(url)
+
+
+def _usd_figures_spelled_otherwise(url: str) -> None:
+    """A USD row whose USD amount is its amount spelled otherwise (``2.50``) is the same
+    figure: 0031 migrates it."""
+    upgrade(url, BEFORE_USD_FIGURES)
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            for statement in _usd_rows(engine.dialect.name, amount_usd="'2.50'"):
+                conn.execute(text(statement))
+        upgrade(url)
+        engine.dispose()
+        with engine.connect() as conn:
+            assert conn.execute(text(USD_FIGURES)).all()[0] == (1, None, None, None)
+            assert _read_usd(conn) == READ_USD
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_observation_usd_figures_spelled_otherwise(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _usd_figures_spelled_otherwise(f"sqlite:///{tmp_path / 'm.db'}")
+
+
+@pytest.mark.postgres
+def test_postgres_observation_usd_figures_spelled_otherwise() -> None:
+    with scratch_pg_database() as url:
+        _usd_figures_spelled_otherwise(url)
