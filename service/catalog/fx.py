@@ -29,7 +29,6 @@ class Rate:
 class Conversion:
     usd_per_unit: Decimal
     rate_date: date | None
-    source: str
 
 
 def store_rates(
@@ -115,11 +114,10 @@ class FxTable:
     def to_usd(self, currency: str, on: date) -> Conversion | None:
         """USD per one unit of ``currency`` using the latest rates published on or before ``on``."""
         if currency == "USD":
-            return Conversion(Decimal(1), None, "identity")
+            return Conversion(Decimal(1), None)
         usd = self._per_eur("USD", on)
         other = self._per_eur(currency, on)
         if usd is None or other is None:
             return None
         rate_date = min(usd[0], other[0]) if currency != "EUR" else usd[0]
-        source = usd[2] if usd[2] != "identity" else other[2]
-        return Conversion(q(usd[1] / other[1]), rate_date, source)
+        return Conversion(q(usd[1] / other[1]), rate_date)
