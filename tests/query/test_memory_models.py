@@ -84,7 +84,10 @@ def test_the_stated_memory_of_each_model_is_its_offers_largest(
     engine: Engine, settings: Settings, reference_data: None
 ) -> None:
     _catalog(engine, settings)
-    with engine.connect() as conn:
+    # one snapshot for both reads: on PostgreSQL a statement of READ COMMITTED sees a new
+    # snapshot whenever any transaction of the server commits (other test workers' too)
+    fixed = {"isolation_level": "REPEATABLE READ"} if engine.dialect.name == "postgresql" else {}
+    with engine.connect().execution_options(**fixed) as conn:
         stated = stated_gpu_memory(conn)
         assert stated == {"nvidia-l4-24gb": 96.0, "nvidia-h100-sxm-80gb": 40.0}
         assert stated_gpu_memory(conn) is stated  # cached for this snapshot
