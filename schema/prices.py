@@ -33,7 +33,11 @@ class CatalogVersion(SQLModel, table=True):
     __tablename__ = "catalog_version"
 
     id: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
-    created_at: datetime = Field(sa_type=UTCDateTime)
+    created_at: datetime = Field(
+        sa_type=UTCMicros,
+        description="the ingest's time: its observations' valid_from, and the valid_to of "
+        "those it closed (stored as theirs are, so either reads in their place)",
+    )
     source: str = Field(max_length=100)
     crawl_run_id: int = Field(foreign_key="crawl_run.id", index=True)
     added: int = 0
@@ -285,8 +289,20 @@ nor a rate (``amount_usd``, ``hourly_usd`` and ``fx_rate`` are null; they are it
 Elsewhere a null USD figure means no rate was known."""
 
 
+VERSIONS_OWN = """An observation opens with its catalog version (``version_from``) and closes
+with another (``version_to``, null while it is in force). Its ``valid_from`` and its
+``crawl_run_id`` are null when they are those of ``version_from`` (``created_at`` and
+``crawl_run_id`` of that ``catalog_version``), and its ``valid_to`` is null when it is the
+``created_at`` of ``version_to`` or the observation is in force: every row an ingest writes
+(``service.catalog.writer``). Readers take the versions' (``service.query.sql.OBS_VALID_FROM``,
+``OBS_VALID_TO``, ``OBS_CRAWL_RUN``; ``service.query.provenance.with_versions``); a row
+written otherwise keeps its own."""
+
+
 class PriceObservation(SQLModel, table=True):
-    """One price of one offer over [valid_from, valid_to); valid_to null = current."""
+    """One price of one offer over [valid_from, valid_to), from catalog version
+    ``version_from`` until ``version_to`` (null: in force). Stored compactly: see
+    :data:`VERSIONS_OWN` and :data:`USD`."""
 
     __tablename__ = "price_observation"
     __table_args__ = (
@@ -328,11 +344,21 @@ class PriceObservation(SQLModel, table=True):
     gpu_hour_usd: Decimal | None = Field(default=None, sa_type=DecimalType)
     fx_rate: Decimal | None = Field(default=None, sa_type=DecimalType, description="USD per unit")
     fx_date: date | None = None
-    valid_from: datetime = Field(sa_type=UTCMicros)
-    valid_to: datetime | None = Field(default=None, sa_type=UTCMicros)
+    valid_from: datetime | None = Field(
+        default=None, sa_type=UTCMicros, description="null: version_from's time (VERSIONS_OWN)"
+    )
+    valid_to: datetime | None = Field(
+        default=None,
+        sa_type=UTCMicros,
+        description="null: version_to's time, or in force (VERSIONS_OWN)",
+    )
     version_from: int
     version_to: int | None = None
-    crawl_run_id: int = Field(foreign_key="crawl_run.id")
+    crawl_run_id: int | None = Field(
+        default=None,
+        foreign_key="crawl_run.id",
+        description="null: version_from's crawl run (VERSIONS_OWN)",
+    )
     payload_id: int | None = Field(
         default=None,
         description="the crawl_run_payload row the price was read from: the payload's sha256, "

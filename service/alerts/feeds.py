@@ -15,6 +15,7 @@ from schema.catalog import GpuModel
 from schema.enums import OfferStatus
 from schema.prices import CatalogVersion, Offer, PriceObservation
 from service.alerts.atom import TAG_AUTHORITY, Entry
+from service.query.sql import OBS_VALID_FROM, with_versions
 
 OFFER = Offer.__table__  # type: ignore[attr-defined]
 OBS = PriceObservation.__table__  # type: ignore[attr-defined]
@@ -102,11 +103,11 @@ def recent_changes(
             OBS.c.amount,
             OBS.c.currency,
             OBS.c.gpu_hour_usd,
-            OBS.c.valid_from.label("at"),
+            OBS_VALID_FROM.label("at"),
             OBS.c.version_from.label("version"),
             old.c.amount.label("old_amount"),
         )
-        .select_from(OFFER.join(OBS, OBS.c.offer_id == OFFER.c.id))
+        .select_from(with_versions(OFFER.join(OBS, OBS.c.offer_id == OFFER.c.id)))
         .outerjoin(
             old, (old.c.offer_id == OBS.c.offer_id) & (old.c.version_to == OBS.c.version_from)
         )

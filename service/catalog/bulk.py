@@ -264,14 +264,6 @@ def bulk_binder(conn: Connection) -> Callable[[Any], Any]:
     return _sqlite_value
 
 
-def stored(conn: Connection, column: Any, value: Any) -> Any:
-    """``value`` as ``column``'s type binds it on this connection, for the bulk writes,
-    which bind through the driver: for the columns whose storage differs from the one
-    the adapters above give their Python type (e.g. ``UTCMicros``, an integer on SQLite)."""
-    process = column.type.bind_processor(conn.dialect)
-    return value if process is None else process(value)
-
-
 def _as_is(value: Any) -> Any:
     return value
 

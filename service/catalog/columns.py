@@ -74,7 +74,8 @@ OBS_COLUMNS = (
     "payload_id",
 )
 """An observation's row, as built and as the outbox reads it (``gpu_hour_usd`` is a
-Decimal there); valid_from, version_from and crawl_run_id are constants of the insert."""
+Decimal there); version_from is a constant of the insert, and valid_from and crawl_run_id
+are left null: the version's (schema.prices.VERSIONS_OWN)."""
 
 
 TOUCHED_COLUMNS = ("id", *ATTRIBUTES, "fingerprint")

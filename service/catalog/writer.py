@@ -35,7 +35,6 @@ from service.catalog.bulk import (
     indexes_worth_rebuilding,
     sqlite_literal,
     staged,
-    stored,
 )
 from service.catalog.columns import (
     ACTIVE,
@@ -137,8 +136,6 @@ class Writer:
         self._bases: dict[tuple[Any, ...], tuple[tuple[Any, ...], Decimal | None]] = {}
         self.bind = bulk_binder(conn)
         self.stamp = self.bind(now)
-        self.obs_stamp = stored(conn, OBS.c.valid_from, now)
-        """``now`` as an observation's ``valid_from`` stores it (``UTCMicros``)."""
         self._binds_text = self._stages = conn.dialect.name == "sqlite"
         self._bound: dict[str, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
         self.first_new_offer = 0
@@ -350,7 +347,7 @@ class Writer:
         self._load.pop_all()
 
     def _write_rows(self, source: str, diff: Diff, next_offer: int) -> None:
-        conn, now, version = self.conn, self.now, self.version
+        conn, version = self.conn, self.version
         offer_constants = {
             "source": source,
             "status": ACTIVE,
@@ -359,11 +356,8 @@ class Writer:
             "last_changed_at": self.stamp,
             "last_changed_version": version,
         }
-        obs_constants = {
-            "valid_from": self.obs_stamp,
-            "version_from": version,
-            "crawl_run_id": self.run_id,
-        }
+        # valid_from and crawl_run_id are the version's: stored null (VERSIONS_OWN)
+        obs_constants = {"version_from": version}
         # New offers get their ids in identity key order, so the ids follow the unique
         # index (appends to it where it is kept up to date row by row).
         if self._stages and len(diff.new) >= STAGED_MIN_ROWS:
@@ -385,7 +379,7 @@ class Writer:
             conn.execute(
                 update(OBS)
                 .where(OBS.c.id.in_(closing[start : start + CHUNK]))
-                .values(valid_to=now, version_to=version)
+                .values(version_to=version)  # valid_to: the version's time (VERSIONS_OWN)
             )
         bulk_insert(conn, OBS, OBS_COLUMNS, self.observations, obs_constants)
         self._update_offers(repriced, diff)

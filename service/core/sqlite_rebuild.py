@@ -16,7 +16,7 @@ table is left as it was.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from sqlalchemy import Connection
@@ -26,10 +26,19 @@ _STAT_TABLES = ("sqlite_stat1", "sqlite_stat4")
 _ERRORS = "gpuatlas.rebuild_errors"
 
 
-def rebuild_table(conn: Connection, table: str, changes: Mapping[str, tuple[str, str]]) -> None:
+def rebuild_table(
+    conn: Connection,
+    table: str,
+    changes: Mapping[str, tuple[str, str]],
+    nullable: Collection[str] = (),
+) -> None:
     """Rewrite ``table``: ``changes`` maps a column to (its new declared type, the SQL
     expression of the old row that gives its new value, e.g. ``lower(hex(raw_sha256))``).
-    """
+    The columns of ``changes`` named in ``nullable`` lose their ``NOT NULL`` (a declared
+    type ending in ``NOT NULL`` adds it)."""
+    unlisted = set(nullable) - set(changes)
+    if unlisted:
+        raise ValueError(f"nullable names columns not changed: {', '.join(sorted(unlisted))}")
     if conn.dialect.name != "sqlite":
         raise ValueError(f"a table rebuild is for SQLite, not {conn.dialect.name}")
     found = conn.exec_driver_sql(
@@ -48,7 +57,8 @@ def rebuild_table(conn: Connection, table: str, changes: Mapping[str, tuple[str,
             "their parent rows; not supported"
         )
     rebuilt = f"{table}_rebuilt"
-    ddl = _retyped(str(found), table, rebuilt, {c: t for c, (t, _) in changes.items()})
+    types = {c: t for c, (t, _) in changes.items()}
+    ddl = _retyped(str(found), table, rebuilt, types, frozenset(nullable))
     dependents = [
         (name, sql)
         for name, sql in conn.exec_driver_sql(
@@ -111,15 +121,25 @@ def _referring(conn: Connection, table: str) -> list[str]:
     ]
 
 
-def _retyped(ddl: str, table: str, rebuilt: str, types: Mapping[str, str]) -> str:
-    """The table's DDL for the new table: its name, and each named column's type."""
+def _retyped(
+    ddl: str,
+    table: str,
+    rebuilt: str,
+    types: Mapping[str, str],
+    nullable: frozenset[str] = frozenset(),
+) -> str:
+    """The table's DDL for the new table: its name, each named column's type, and no
+    ``NOT NULL`` for the ``nullable`` ones."""
     head = re.compile(rf'^\s*CREATE TABLE\s+"?{re.escape(table)}"?\s*\(', re.IGNORECASE)
     if not head.match(ddl):
         raise ValueError(f"unexpected DDL for {table}: {ddl[:80]!r}")
     out = head.sub(f'CREATE TABLE "{rebuilt}" (', ddl, count=1)
     for column, kind in types.items():
         # a column's definition opens a line of SQLAlchemy's DDL: its name, then its type
-        line = re.compile(rf'^(\s*)"?{re.escape(column)}"?\s+[A-Z]+(\(\d+(,\s*\d+)?\))?', re.M)
+        not_null = r"(\s+NOT NULL)?" if column in nullable else ""
+        line = re.compile(
+            rf'^(\s*)"?{re.escape(column)}"?\s+[A-Z]+(\(\d+(,\s*\d+)?\))?{not_null}', re.M
+        )
         out, count = line.subn(rf"\g<1>{column} {kind}", out)
         if count != 1:
             raise ValueError(f"column {column} defined {count} times in {table}'s DDL")

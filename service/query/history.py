@@ -28,11 +28,15 @@ from service.query.sql import (
     MICROS_PER_SECOND,
     OBS,
     OBS_AMOUNT_USD,
+    OBS_CRAWL_RUN,
     OBS_FX_RATE,
+    OBS_VALID_FROM,
+    OBS_VALID_TO,
     OFFER,
     RUN_PAYLOAD,
     NotFound,
     unix_seconds,
+    with_versions,
 )
 
 HISTORY_COLUMNS = (
@@ -44,11 +48,11 @@ HISTORY_COLUMNS = (
     OBS.c.gpu_hour_usd,
     OBS_FX_RATE.label("fx_rate"),
     OBS.c.fx_date,
-    OBS.c.valid_from,
-    OBS.c.valid_to,
+    OBS_VALID_FROM.label("valid_from"),
+    OBS_VALID_TO.label("valid_to"),
     OBS.c.version_from,
     OBS.c.version_to,
-    OBS.c.crawl_run_id,
+    OBS_CRAWL_RUN.label("crawl_run_id"),
     RUN_PAYLOAD.c.sha256.label("raw_sha256"),
     RUN_PAYLOAD.c.url.label("raw_url"),
 )
@@ -61,10 +65,12 @@ def offer_history(
     _must_exist(conn, offer_id)
     stmt = (
         select(*HISTORY_COLUMNS)
-        .select_from(OBS.outerjoin(RUN_PAYLOAD, RUN_PAYLOAD.c.id == OBS.c.payload_id))
+        .select_from(
+            with_versions(OBS.outerjoin(RUN_PAYLOAD, RUN_PAYLOAD.c.id == OBS.c.payload_id))
+        )
         .where(*_overlapping(offer_id, start, end))
     )
-    stmt = stmt.order_by(OBS.c.valid_from, OBS.c.id)
+    stmt = stmt.order_by(OBS_VALID_FROM, OBS.c.id)
     result = conn.execute(stmt)
     keys = tuple(result.keys())  # zip, not dict(RowMapping): a busy offer has 10^4 rows
     return [dict(zip(keys, row, strict=True)) for row in result]
@@ -81,9 +87,9 @@ def _overlapping(
 ) -> list[ColumnElement[bool]]:
     where = [OBS.c.offer_id == offer_id]
     if start is not None:
-        where.append(or_(OBS.c.valid_to.is_(None), OBS.c.valid_to > start))
+        where.append(or_(OBS.c.version_to.is_(None), start < OBS_VALID_TO))
     if end is not None:
-        where.append(OBS.c.valid_from <= end)
+        where.append(end >= OBS_VALID_FROM)
     return where
 
 
@@ -260,14 +266,14 @@ def _groups_statement(dialect: str, resolution: Resolution, from_start: bool) ->
     bucket = _bucket_of(dialect, resolution)
     where = [
         OBS.c.offer_id == bindparam("offer_id"),
-        OBS.c.valid_from <= bindparam("end", type_=OBS.c.valid_from.type),
-        or_(OBS.c.valid_to.is_(None), OBS.c.valid_to > _start_of(dialect, bucket)),
+        bindparam("end", type_=OBS.c.valid_from.type) >= OBS_VALID_FROM,
+        or_(OBS.c.version_to.is_(None), _start_of(dialect, bucket) < OBS_VALID_TO),
     ]
     if from_start:  # as offer_history: overlapping [start, end]
         after = bindparam("start", type_=OBS.c.valid_to.type)
-        where.append(or_(OBS.c.valid_to.is_(None), OBS.c.valid_to > after))
+        where.append(or_(OBS.c.version_to.is_(None), after < OBS_VALID_TO))
     b = bucket.label("b")
-    ends = case((func.count(OBS.c.valid_to) == func.count(), func.max(OBS.c.valid_to)))
+    ends = case((func.count(OBS.c.version_to) == func.count(), func.max(OBS_VALID_TO)))
     return (
         select(
             b,
@@ -275,10 +281,11 @@ def _groups_statement(dialect: str, resolution: Resolution, from_start: bool) ->
             OBS.c.currency,
             OBS.c.gpu_hour_usd,
             func.count(),
-            func.max(OBS.c.valid_from),
+            func.max(OBS_VALID_FROM),
             func.max(OBS.c.id),
             ends,
         )
+        .select_from(with_versions(OBS))
         .where(*where)
         .group_by(b, OBS.c.amount, OBS.c.currency, OBS.c.gpu_hour_usd)
     )
@@ -288,11 +295,11 @@ def _bucket_of(dialect: str, resolution: Resolution) -> ColumnElement[Any]:
     """The UTC day (or the Monday of the ISO week) of ``valid_from``, as a date (PostgreSQL)
     or ISO text (SQLite, from its integer microseconds: ``schema.types.UTCMicros``)."""
     if dialect == "postgresql":
-        utc = func.timezone("UTC", OBS.c.valid_from)
+        utc = func.timezone("UTC", OBS_VALID_FROM)
         return cast(func.date_trunc(resolution, utc), Date)
     # whole seconds first (integer division: a time's own second, never rounded up to the
     # next day as SQLite's date functions round microseconds to milliseconds)
-    day = func.date(unix_seconds(OBS.c.valid_from), "unixepoch")
+    day = func.date(unix_seconds(OBS_VALID_FROM), "unixepoch")
     if resolution == "week":  # back six days, then on to the next Monday (or this one)
         return cast(func.date(day, "-6 days", "weekday 1"), String)
     return cast(day, String)

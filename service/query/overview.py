@@ -45,12 +45,15 @@ from service.query.sql import (
     GPU,
     LOCATION,
     OBS,
+    OBS_VALID_FROM,
+    OBS_VALID_TO,
     OFFER,
     PROVIDER,
     VERSION,
     gpu_hour_key,
     outranked,
     unix_seconds,
+    with_versions,
 )
 
 OVERVIEW_KINDS: tuple[str, ...] = ("on_demand", "spot", "reserved_1y", "reserved_3y")
@@ -266,14 +269,13 @@ def daily_cheapest(
     since = version_at_start(conn, start)
     group = OFFER.c[by]
     obs_key = gpu_hour_key(dialect, version=0)
-    opened, closed = _day(OBS.c.valid_from, dialect), _day(OBS.c.valid_to, dialect)
+    opened, closed = _day(OBS_VALID_FROM, dialect), _day(OBS_VALID_TO, dialect)
     stmt = (
         select(group.label("k"), opened.label("d0"), closed.label("d1"), func.min(obs_key))
-        .select_from(OBS)
-        .join(OFFER, OFFER.c.id == OBS.c.offer_id)
+        .select_from(with_versions(OBS.join(OFFER, OFFER.c.id == OBS.c.offer_id)))
         .where(
             or_(OBS.c.version_from > since, OBS.c.version_to > since),
-            or_(OBS.c.valid_to.is_(None), OBS.c.valid_to > start),
+            or_(OBS.c.version_to.is_(None), start < OBS_VALID_TO),
             OFFER.c.price_kind == kind,
             OFFER.c.gpu_slug.is_not(None),
             OBS.c.gpu_hour_usd.is_not(None),

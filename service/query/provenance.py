@@ -10,7 +10,7 @@ from sqlalchemy import Connection, select
 from service.core.in_list import among
 from service.query.filters import ComplianceSets, OfferFilters
 from service.query.places import place_rows
-from service.query.sql import RUN_PAYLOAD
+from service.query.sql import RUN_PAYLOAD, VERSION
 
 IDS_PER_STATEMENT = 500
 
@@ -34,6 +34,26 @@ def with_payloads(conn: Connection, rows: list[dict[str, Any]]) -> list[dict[str
     return rows
 
 
+def with_runs(conn: Connection, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Set the ``crawl_run_id`` a row's observation leaves to its version (null: that of
+    ``version_from``, :data:`schema.prices.VERSIONS_OWN`): one primary-key read per
+    distinct version of the page."""
+    wanted = sorted(
+        {r["version_from"] for r in rows if r.get("crawl_run_id") is None and "version_from" in r}
+    )
+    runs: dict[int, int] = {}
+    for start in range(0, len(wanted), IDS_PER_STATEMENT):
+        chunk = wanted[start : start + IDS_PER_STATEMENT]
+        stmt = select(VERSION.c.id, VERSION.c.crawl_run_id).where(
+            among(VERSION.c.id, chunk, conn.dialect.name)
+        )
+        runs.update((version, run) for version, run in conn.execute(stmt))
+    for row in rows:
+        if row.get("crawl_run_id") is None and "version_from" in row:
+            row["crawl_run_id"] = runs.get(row["version_from"])
+    return rows
+
+
 def finished_rows(
     conn: Connection,
     rows: list[dict[str, Any]],
@@ -41,5 +61,6 @@ def finished_rows(
     compliance: ComplianceSets | None = None,
 ) -> list[dict[str, Any]]:
     """A page of offer rows as every reader serves them: their places
-    (:func:`~service.query.places.place_rows`) and their payloads (:func:`with_payloads`)."""
-    return with_payloads(conn, place_rows(conn, rows, filters, compliance))
+    (:func:`~service.query.places.place_rows`), their payloads (:func:`with_payloads`) and
+    their crawl runs (:func:`with_runs`)."""
+    return with_runs(conn, with_payloads(conn, place_rows(conn, rows, filters, compliance)))

@@ -72,6 +72,30 @@ OBS_AMOUNT_USD = usd_figure(OBS.c.amount_usd, OBS.c.amount)
 OBS_HOURLY_USD = usd_figure(OBS.c.hourly_usd, OBS.c.hourly_amount)
 OBS_FX_RATE = usd_figure(OBS.c.fx_rate, literal(Decimal(1), OBS.c.fx_rate.type))
 """An observation's USD amount, USD per instance-hour and USD per unit of its currency."""
+
+
+OPENED = VERSION.alias("opened_version")
+CLOSED = VERSION.alias("closed_version")
+"""The catalog versions that opened and closed an observation (:func:`with_versions`)."""
+OBS_VALID_FROM = func.coalesce(OBS.c.valid_from, OPENED.c.created_at, type_=OBS.c.valid_from.type)
+OBS_VALID_TO = func.coalesce(OBS.c.valid_to, CLOSED.c.created_at, type_=OBS.c.valid_to.type)
+OBS_CRAWL_RUN = func.coalesce(OBS.c.crawl_run_id, OPENED.c.crawl_run_id)
+"""An observation's validity and crawl run: its own where stored, else its versions'
+(:data:`schema.prices.VERSIONS_OWN`); null ``valid_to``: in force. Read from a statement
+whose observations are joined by :func:`with_versions`. (``catalog_version.created_at`` is
+stored as the observation's times are, so either stands for the other.)"""
+
+
+def with_versions(joined: Any) -> Any:
+    """``joined`` (a FROM clause holding ``price_observation``) with the catalog versions
+    that opened and closed each observation: primary-key reads, for
+    :data:`OBS_VALID_FROM`, :data:`OBS_VALID_TO` and :data:`OBS_CRAWL_RUN`. Outer joins:
+    a row whose version is not there keeps its own values (and reads null otherwise)."""
+    return joined.outerjoin(OPENED, OPENED.c.id == OBS.c.version_from).outerjoin(
+        CLOSED, CLOSED.c.id == OBS.c.version_to
+    )
+
+
 LOCATION = OfferLocation.__table__  # type: ignore[attr-defined]
 
 SortKey = Literal["price_per_gpu_hour", "price", "price_per_pflop_hour", "gpu_count", "provider"]
@@ -138,7 +162,7 @@ OFFER_COLUMNS = (
     OBS.c.gpu_hour_usd,
     OBS_FX_RATE.label("fx_rate"),
     OBS.c.fx_date,
-    OBS.c.crawl_run_id,
+    OBS.c.crawl_run_id,  # null: its version's (service.query.provenance.with_runs)
     OBS.c.payload_id,  # its sha256 and URL: service.query.provenance.with_payloads
     OBS.c.version_from,
 )

@@ -13,8 +13,9 @@ SQLite ``executemany``, PostgreSQL ``COPY``) as the ingest writes them: one ``cr
 (status ok, counts, its raw payload and ``crawl_run_payload`` row) and one
 ``catalog_version`` per crawl; observations in the order the ingest appends them (ids
 follow versions, so one offer's rows are spread over the table as in production), each
-closed by the next price of its offer (``version_to`` / ``valid_to`` = that version and its
-time) and carrying its crawl run and payload hash; the offers' current state
+closed by the next price of its offer (``version_to``), with its payload row, and with its
+validity and crawl run left to its versions as the ingest leaves them
+(``schema.prices.VERSIONS_OWN``: the versions carry the times); the offers' current state
 (``observation_id``, amount, USD per GPU-hour and its sort key, last change) follows the
 last price. The offers and their first prices come from ``tests/bench/api.py``
 (:func:`tests.bench.api.prepare`, :func:`tests.bench.api.bench_records`).
@@ -193,8 +194,9 @@ def versions(engine: Engine, start: datetime, count: int) -> None:
     run_of = {version: first_run + version - 1 for version in range(2, count + 2)}
     sha_of = {v: hashlib.sha256(f"bench crawl {v}".encode()).hexdigest() for v in run_of}
     payload_of = {v: first_payload + k for k, v in enumerate(run_of)}  # its crawl_run_payload
-    as_stored = OBS.c.valid_from.type.bind_processor(engine.dialect)  # UTCMicros
-    obs_when = [as_stored(w) for w in when] if as_stored else when
+    # bulk writes bind through the driver: a version's time as its column stores it
+    as_stored = VERSION.c.created_at.type.bind_processor(engine.dialect)  # UTCMicros
+    version_at = [as_stored(w) for w in when] if as_stored else when
     # each offer alternates between its first price and one a cent above it
     variants = []
     for seed in seeds:
@@ -209,9 +211,7 @@ def versions(engine: Engine, start: datetime, count: int) -> None:
         upto = [0] * n  # per offer: how many of its changes were written
         for position, seed in enumerate(seeds):  # version 1: the ingest's rows, now closed
             closing = changes[position][0] if changes[position] else None
-            yield _row(
-                seed[0], seed, variants[position][0], variants[position], 1, closing, obs_when
-            )
+            yield _row(seed[0], seed, variants[position][0], variants[position], 1, closing)
         for version in range(2, count + 2):
             for position in changed_at(version, n):
                 seed, done = seeds[position], upto[position]
@@ -219,8 +219,8 @@ def versions(engine: Engine, start: datetime, count: int) -> None:
                 his = changes[position]
                 closing = his[done + 1] if done + 1 < len(his) else None
                 prices = variants[position][(done + 1) % 2]
-                row = _row(next_id, seed, prices, variants[position], version, closing, obs_when)
-                yield (*row[:-2], run_of[version], payload_of[version])
+                row = _row(next_id, seed, prices, variants[position], version, closing)
+                yield (*row[:-1], payload_of[version])
                 next_id += 1
 
     with engine.begin() as conn:
@@ -240,7 +240,7 @@ def versions(engine: Engine, start: datetime, count: int) -> None:
             conn,
             VERSION,
             ("id", "created_at", "source", "crawl_run_id", "changed"),
-            [(v, when[v - 1], SOURCE, run, CHANGES) for v, run in run_of.items()],
+            [(v, version_at[v - 1], SOURCE, run, CHANGES) for v, run in run_of.items()],
             {"added": 0, "withdrawn": 0, "updated": 0},
         )
         bulk_insert(
@@ -288,7 +288,6 @@ def _row(
     variant: tuple[Any, ...],
     version: int,
     closing: int | None,
-    when: list[Any],
 ) -> tuple[Any, ...]:
     _, currency, fx_rate, fx_date = variant[1:]
     return (
@@ -299,11 +298,11 @@ def _row(
         *prices[1:],
         fx_rate,
         fx_date,
-        when[version - 1],
-        None if closing is None else when[closing - 1],
+        None,  # valid_from, valid_to and crawl_run_id: the versions' (prices.VERSIONS_OWN)
+        None,
         version,
         closing,
-        seed[-1],
+        None,
         None,
     )
 

@@ -22,10 +22,12 @@ from service.query.history import offer_history
 from service.query.offers import get_offer
 from service.query.sql import (
     OBS_AMOUNT_USD,
+    OBS_CRAWL_RUN,
     OBS_FX_RATE,
     OBS_HOURLY_USD,
     RUN_PAYLOAD,
     payload_sha256,
+    with_versions,
 )
 from tests.support.factories import (
     OBS,
@@ -249,8 +251,8 @@ def test_provenance_raw_payload_is_stored_once_and_referenced(
         blobs = conn.execute(select(RawPayload.__table__)).mappings().all()  # type: ignore[attr-defined]
         shas = set(conn.execute(select(payload_sha256()).select_from(OBS)).scalars())
         links = conn.execute(  # each observation names a payload row of its own run
-            select(OBS.c.crawl_run_id, RUN_PAYLOAD.c.crawl_run_id, RUN_PAYLOAD.c.url).join(
-                RUN_PAYLOAD, RUN_PAYLOAD.c.id == OBS.c.payload_id
+            select(OBS_CRAWL_RUN, RUN_PAYLOAD.c.crawl_run_id, RUN_PAYLOAD.c.url).select_from(
+                with_versions(OBS.join(RUN_PAYLOAD, RUN_PAYLOAD.c.id == OBS.c.payload_id))
             )
         ).all()
         observations = conn.execute(select(func.count()).select_from(OBS)).scalar()

@@ -23,6 +23,7 @@ from service.catalog.state import CurrentState, key_digest, same_digest
 from service.catalog.validation import StreamValidator
 from service.core.config import Settings
 from service.core.db import writer
+from service.query.sql import OBS_CRAWL_RUN, OBS_VALID_FROM, OBS_VALID_TO, with_versions
 from tests.support import factories
 from tests.support.factories import catalog_state, check_invariants, record, records
 
@@ -349,6 +350,11 @@ def test_new_offer_rows_hold_the_ingests_shared_values(engine: Engine, settings:
     with engine.connect() as conn:
         offers = conn.execute(select(factories.OFFER)).mappings().all()
         observations = conn.execute(select(factories.OBS)).mappings().all()
+        read = conn.execute(
+            select(OBS_CRAWL_RUN, OBS_VALID_FROM, OBS_VALID_TO).select_from(
+                with_versions(factories.OBS)
+            )
+        ).all()
     assert {
         (
             o["source"],
@@ -364,10 +370,11 @@ def test_new_offer_rows_hold_the_ingests_shared_values(engine: Engine, settings:
         )
         for o in offers
     } == {("acme", "active", "on_demand", "hour", "instance", False, False, 1, 1, True)}
-    assert {(o["crawl_run_id"], o["version_from"], o["valid_to"]) for o in observations} == {
-        (result.crawl_run_id, 1, None)
-    }
-    assert {o["valid_from"] for o in observations} == {offers[0]["first_seen_at"]}
+    # stored: the version only; the validity and the run are the version's (VERSIONS_OWN)
+    assert {
+        (o["crawl_run_id"], o["version_from"], o["valid_from"], o["valid_to"]) for o in observations
+    } == {(None, 1, None, None)}
+    assert set(read) == {(result.crawl_run_id, offers[0]["first_seen_at"], None)}
 
 
 @pytest.mark.parametrize("value", ["plain", "it's", "nul\x00inside", "ünï", 7, None, True])

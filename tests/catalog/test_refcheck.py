@@ -131,7 +131,7 @@ def test_both_ways_store_the_same_catalog(pg_url: str, monkeypatch: pytest.Monke
                 (
                     catalog_state(engine),
                     conn.exec_driver_sql(
-                        "SELECT id, offer_id, amount::text, crawl_run_id, valid_to IS NULL "
+                        "SELECT id, offer_id, amount::text, version_from, version_to "
                         "FROM price_observation ORDER BY id"
                     ).all(),
                 )

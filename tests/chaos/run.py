@@ -448,7 +448,9 @@ def atomicity_problems(engine: Engine, baseline_version: int) -> list[str]:
         problems.append(f"catalog version {version}: {found} observations, {declared} declared")
     orphans = _scalar(
         engine,
-        "SELECT count(*) FROM price_observation p JOIN crawl_run r ON r.id = p.crawl_run_id "
+        "SELECT count(*) FROM price_observation p "
+        "LEFT JOIN catalog_version v ON v.id = p.version_from "
+        "JOIN crawl_run r ON r.id = COALESCE(p.crawl_run_id, v.crawl_run_id) "
         "WHERE r.status <> 'ok'",
     )
     if orphans:
@@ -861,8 +863,13 @@ def _check(
     # history of every offer of the farm's sources
     obs = _rows(
         engine,
-        "SELECT o.source, o.sku, o.region, o.price_kind, p.amount, p.valid_from, p.version_from, "
-        "p.valid_to, o.unit FROM price_observation p JOIN offer o ON o.id = p.offer_id "
+        # an observation's times: its own, else its versions' (schema.prices.VERSIONS_OWN)
+        "SELECT o.source, o.sku, o.region, o.price_kind, p.amount, "
+        "COALESCE(p.valid_from, vf.created_at), p.version_from, "
+        "COALESCE(p.valid_to, vt.created_at), o.unit FROM price_observation p "
+        "JOIN offer o ON o.id = p.offer_id "
+        "LEFT JOIN catalog_version vf ON vf.id = p.version_from "
+        "LEFT JOIN catalog_version vt ON vt.id = p.version_to "
         f"WHERE o.source IN ({IN_SOURCES}) ORDER BY p.id",
     )
     history: dict[tuple[str, str, str], list[tuple[Decimal, float, int, float | None]]] = {}

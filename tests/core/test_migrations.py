@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -975,3 +975,104 @@ def test_sqlite_observation_usd_figures_spelled_otherwise(tmp_path) -> None:  # 
 def test_postgres_observation_usd_figures_spelled_otherwise() -> None:
     with scratch_pg_database() as url:
         _usd_figures_spelled_otherwise(url)
+
+
+BEFORE_VERSIONS_OWN = "0031"
+VERSIONS_OWN_TIMES = ("2026-12-02 00:00:00.000001", "2026-12-03 10:30:00.250000")
+"""The two catalog versions' times (SQLite's text as SQLAlchemy wrote it before 0032)."""
+
+
+def _versions_own_rows(dialect: str) -> list[str]:
+    """At 0031: two versions of two crawl runs, and four observations of one offer, the
+    first two as the ingest wrote them (opened at version 1, closed at version 2; open
+    since version 2), a third stating another time and another run, a fourth opened in a
+    version that is not there."""
+    t1, t2 = VERSIONS_OWN_TIMES
+
+    def micros(at: str) -> str:
+        if dialect != "sqlite":
+            return f"'{at}+00'"
+        when = datetime.fromisoformat(at).replace(tzinfo=UTC)
+        return str((when - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1))
+
+    run2 = OBSERVATION_ROWS[1].replace("VALUES (1,", "VALUES (2,")
+    versions = (
+        "INSERT INTO catalog_version (id, created_at, source, crawl_run_id, added, changed, "
+        f"withdrawn, updated) VALUES (1, '{t1}', 'm', 1, 1, 0, 0, 0), "
+        f"(2, '{t2}', 'm', 2, 0, 1, 0, 0)"
+    )
+    other = micros("2026-12-01 08:00:00.000000")
+    observations = (
+        "INSERT INTO price_observation (id, offer_id, amount, currency, valid_from, valid_to, "
+        "version_from, version_to, crawl_run_id) VALUES "
+        f"(1, 1, '2.4', 'USD', {micros(t1)}, {micros(t2)}, 1, 2, 1), "
+        f"(2, 1, '2.5', 'USD', {micros(t2)}, NULL, 2, NULL, 2), "
+        f"(3, 1, '2.6', 'USD', {other}, {micros(t2)}, 1, 2, 2), "
+        f"(4, 1, '2.7', 'USD', {other}, NULL, 9, NULL, 1)"
+    )
+    return [*OBSERVATION_ROWS[:3], run2, versions, observations]
+
+
+VERSIONS_OWN_STORED = (
+    "SELECT id, valid_from IS NULL, valid_to IS NULL, crawl_run_id FROM price_observation "
+    "ORDER BY id"
+)
+
+
+def _versions_own_roundtrip(url: str) -> None:
+    """0032 stores null where an observation's validity and crawl run are its versions'
+    (and the versions' times as the observations' are), keeps the others; the readers
+    give every value as before, and the downgrade writes them back."""
+    from service.query.history import offer_history
+
+    upgrade(url, BEFORE_VERSIONS_OWN)
+    engine = make_engine(url)
+    kept = (
+        "SELECT id, valid_from, valid_to, crawl_run_id, version_from, version_to "
+        "FROM price_observation ORDER BY id"
+    )
+    times = "SELECT id, created_at FROM catalog_version ORDER BY id"
+    t1, t2 = (datetime.fromisoformat(t).replace(tzinfo=UTC) for t in VERSIONS_OWN_TIMES)
+    other = datetime(2026, 12, 1, 8, tzinfo=UTC)
+    try:
+        with engine.begin() as conn:
+            for statement in _versions_own_rows(engine.dialect.name):
+                conn.execute(text(statement))
+            before, versions = conn.execute(text(kept)).all(), conn.execute(text(times)).all()
+        upgrade(url)
+        engine.dispose()
+        with engine.connect() as conn:
+            assert conn.execute(text(VERSIONS_OWN_STORED)).all() == [
+                (1, True, True, None),
+                (2, True, True, None),
+                (3, False, True, 2),
+                (4, False, True, 1),
+            ]
+            read = [
+                (h["id"], h["valid_from"], h["valid_to"], h["crawl_run_id"])
+                for h in offer_history(conn, 1)
+            ]
+        assert read == [
+            (3, other, t2, 2),
+            (4, other, None, 1),
+            (1, t1, t2, 1),
+            (2, t2, None, 2),
+        ]
+        downgrade(url, BEFORE_VERSIONS_OWN)
+        engine.dispose()
+        with engine.connect() as conn:
+            assert conn.execute(text(kept)).all() == before
+            assert conn.execute(text(times)).all() == versions
+        upgrade(url)
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_observation_versions_own_up_down_up(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _versions_own_roundtrip(f"sqlite:///{tmp_path / 'm.db'}")
+
+
+@pytest.mark.postgres
+def test_postgres_observation_versions_own_up_down_up() -> None:
+    with scratch_pg_database() as url:
+        _versions_own_roundtrip(url)

@@ -73,6 +73,40 @@ def test_a_failing_value_leaves_the_table_as_it_was(items: Engine) -> None:
         assert conn.execute(text("SELECT * FROM item ORDER BY id")).all() == rows
 
 
+def test_a_column_made_nullable_and_back(items: Engine) -> None:
+    """``nullable`` drops a column's NOT NULL (its rows may then hold null); a type ending
+    in NOT NULL puts it back, refusing a null left."""
+    with items.begin() as conn:
+        rebuild_table(
+            conn,
+            "item",
+            {"name": ("VARCHAR(10)", "CASE WHEN id % 2 = 0 THEN NULL ELSE name END")},
+            nullable=("name",),
+        )
+    with items.connect() as conn:
+        ddl = conn.execute(text("SELECT sql FROM sqlite_master WHERE name = 'item'")).scalar()
+        nulls = conn.execute(text("SELECT count(*) FROM item WHERE name IS NULL")).scalar()
+    assert "name VARCHAR(10)," in str(ddl) and "price VARCHAR(40)" in str(ddl)
+    assert "id INTEGER NOT NULL" in str(ddl) and nulls == 100
+    with pytest.raises(Exception, match="NOT NULL"), items.begin() as conn:
+        rebuild_table(conn, "item", {"name": ("VARCHAR(10) NOT NULL", "name")}, ("name",))
+    with items.begin() as conn:
+        rebuild_table(
+            conn,
+            "item",
+            {"name": ("VARCHAR(10) NOT NULL", "COALESCE(name, 'n' || id)")},
+            nullable=("name",),
+        )
+    with items.connect() as conn:
+        ddl = conn.execute(text("SELECT sql FROM sqlite_master WHERE name = 'item'")).scalar()
+        names = conn.execute(text("SELECT name FROM item ORDER BY id")).scalars().all()
+    assert "name VARCHAR(10) NOT NULL," in str(ddl) and "NOT NULL NOT NULL" not in str(ddl)
+    assert names == [f"n{i}" for i in range(1, 201)]
+    with pytest.raises(ValueError, match="nullable names columns not changed: note"):
+        with items.begin() as conn:
+            rebuild_table(conn, "item", {"name": ("VARCHAR(10)", "name")}, nullable=("note",))
+
+
 def test_unknown_tables_and_columns_are_refused(items: Engine) -> None:
     with items.begin() as conn:
         with pytest.raises(LookupError, match="no table nothing"):

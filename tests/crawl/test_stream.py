@@ -121,7 +121,7 @@ def provenance(engine: Engine) -> dict[str, str | None]:
         rows = conn.execute(
             select(OFFER.c.sku, payload_sha256())
             .join(OBS, OBS.c.offer_id == OFFER.c.id)
-            .where(OBS.c.valid_to.is_(None))
+            .where(OBS.c.version_to.is_(None))
         ).all()
     return {str(sku): sha for sku, sha in rows}
 
@@ -390,7 +390,7 @@ def _peer_state(engine: Engine, name: str) -> tuple[list[dict[str, Any]], set[st
         rows = conn.execute(
             select(OFFER, OBS.c.amount.label("observed"), payload_sha256())
             .join(OBS, OBS.c.offer_id == OFFER.c.id)
-            .where(OFFER.c.source == name, OBS.c.valid_to.is_(None))
+            .where(OFFER.c.source == name, OBS.c.version_to.is_(None))
         ).mappings()
         state, links = [], set()
         for row in rows:

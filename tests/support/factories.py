@@ -58,7 +58,7 @@ def catalog_state(engine: Engine) -> dict[str, Any]:
             )
         )
         open_obs = conn.execute(
-            select(func.count()).select_from(OBS).where(OBS.c.valid_to.is_(None))
+            select(func.count()).select_from(OBS).where(OBS.c.version_to.is_(None))
         ).scalar()
         all_obs = conn.execute(select(func.count()).select_from(OBS)).scalar()
         versions = conn.execute(select(func.count()).select_from(VERSION)).scalar()
@@ -77,7 +77,7 @@ def check_invariants(engine: Engine) -> None:
             select(func.count()).select_from(OFFER).where(OFFER.c.status == "active")
         ).scalar()
         open_obs = conn.execute(
-            select(func.count()).select_from(OBS).where(OBS.c.valid_to.is_(None))
+            select(func.count()).select_from(OBS).where(OBS.c.version_to.is_(None))
         ).scalar()
         assert active == open_obs, "every active offer has exactly one open observation"
         orphan = conn.execute(
@@ -86,6 +86,16 @@ def check_invariants(engine: Engine) -> None:
             .where(OBS.c.version_from.not_in(select(VERSION.c.id)))
         ).scalar()
         assert orphan == 0, "every observation belongs to a catalog version"
+        unplaced = conn.execute(
+            select(func.count())
+            .select_from(OBS)
+            .where(
+                OBS.c.version_to.is_not(None),
+                OBS.c.valid_to.is_(None),
+                OBS.c.version_to.not_in(select(VERSION.c.id)),
+            )
+        ).scalar()
+        assert unplaced == 0, "a closed observation's end is its own or its closing version's"
         mismatched = conn.execute(
             select(func.count())
             .select_from(OFFER.join(OBS, OBS.c.id == OFFER.c.observation_id))
