@@ -307,8 +307,8 @@ class PriceObservation(SQLModel, table=True):
     __tablename__ = "price_observation"
     __table_args__ = (
         # one offer's rows: its history, and the row a catalog version saw (as_of listings
-        # probe (offer_id, version_from <= V) and read version_to from the index itself)
-        Index("ix_price_observation_offer_version", "offer_id", "version_from", "version_to"),
+        # step back to the last (offer_id, version_from <= V), then read that row by id)
+        Index("ix_price_observation_offer_version", "offer_id", "version_from"),
         # diffs and the change feed walk the rows a range of versions opened or closed, in
         # (version, offer) order
         Index("ix_price_observation_version_from", "version_from", "offer_id"),

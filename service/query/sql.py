@@ -202,8 +202,9 @@ def seen_at(version: int) -> Any:
     """The join condition of a pinned read: the offer's observation at ``version``.
 
     The offer's last observation opened at or before ``version`` (one backwards step in
-    ``ix_price_observation_offer_version``, which holds ``version_to`` too), if it was not
-    closed by then: an offer's observations cover disjoint ranges of versions, so this is
+    ``ix_price_observation_offer_version``, read from the index alone), if it was not
+    closed by then (its row, read by id): an offer's observations cover disjoint ranges of
+    versions, so this is
     :func:`service.query.sql.visible_at`'s row. Written as a probe per offer, so the
     planner starts from the offers (filtered) instead of reading every observation opened
     before ``version`` (the whole table, a month back) and joining the offers to them.
@@ -414,6 +415,7 @@ def sort_expression(sort: str, dialect: str, version: int | None = None) -> Any:
 
 OTHER = OFFER.alias("other_source")
 OTHER_OBS = OBS.alias("other_source_obs")
+OTHER_SEEN = OBS.alias("other_source_seen")
 OTHER_LOCATION = LOCATION.alias("other_source_location")
 """Built once: an alias's column collection is costly to set up per statement."""
 
@@ -488,9 +490,18 @@ def _outranked(version: int | None, dialect: str) -> Any:
     )
     if version is None:
         alive: Any = unindexed("status") == OfferStatus.active.value
-    else:
-        other_obs = OTHER_OBS
-        alive = exists().where(other_obs.c.offer_id == other.c.id, visible_at(other_obs, version))
+    else:  # its last observation opened by then is still open (as :func:`seen_at`): one
+        # step back in ix_price_observation_offer_version, then that row by id
+        last = (
+            select(OTHER_SEEN.c.id)
+            .where(OTHER_SEEN.c.offer_id == other.c.id, OTHER_SEEN.c.version_from <= version)
+            .order_by(OTHER_SEEN.c.version_from.desc())
+            .limit(1)
+            .correlate(other)  # two levels up: the EXISTS reading the other offer
+            .scalar_subquery()
+        )
+        closed = OTHER_OBS.c.version_to
+        alive = exists().where(OTHER_OBS.c.id == last, or_(closed.is_(None), closed > version))
     same_region = exists().where(
         other.c.provider == OFFER.c.provider,
         other.c.sku == OFFER.c.sku,

@@ -700,7 +700,7 @@ def _payload_row_roundtrip(url: str) -> None:
                 else []
             )
         assert before[0][1] == bytes.fromhex(SHA_A) and before[4][1] is None
-        upgrade(url)
+        upgrade(url, "0027")  # (0033 narrows an index these compare)
         engine.dispose()
         with engine.connect() as conn:
             stored = conn.execute(
@@ -1076,3 +1076,39 @@ def test_sqlite_observation_versions_own_up_down_up(tmp_path) -> None:  # type: 
 def test_postgres_observation_versions_own_up_down_up() -> None:
     with scratch_pg_database() as url:
         _versions_own_roundtrip(url)
+
+
+def _offer_version_index_roundtrip(url: str) -> None:
+    """0033 narrows the offer's index to (offer_id, version_from) and back, rows kept."""
+    upgrade(url, "0032")
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            for statement in _versions_own_rows(engine.dialect.name):
+                conn.execute(text(statement))
+            rows = conn.execute(text("SELECT * FROM price_observation ORDER BY id")).all()
+        wide = ["offer_id", "version_from", "version_to"]
+        assert _indexes(engine)["ix_price_observation_offer_version"] == wide
+        upgrade(url)
+        engine.dispose()
+        narrow = ["offer_id", "version_from"]
+        assert _indexes(engine)["ix_price_observation_offer_version"] == narrow
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT * FROM price_observation ORDER BY id")).all() == rows
+        downgrade(url, "0032")
+        engine.dispose()
+        assert _indexes(engine)["ix_price_observation_offer_version"] == wide
+        upgrade(url)
+    finally:
+        engine.dispose()
+
+
+@EXPRESSION_INDEX_UNREFLECTED
+def test_sqlite_offer_version_index_up_down_up(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _offer_version_index_roundtrip(f"sqlite:///{tmp_path / 'm.db'}")
+
+
+@pytest.mark.postgres
+def test_postgres_offer_version_index_up_down_up() -> None:
+    with scratch_pg_database() as url:
+        _offer_version_index_roundtrip(url)
