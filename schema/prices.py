@@ -288,6 +288,12 @@ nor a rate (``amount_usd``, ``hourly_usd`` and ``fx_rate`` are null; they are it
 ``amount``, its ``hourly_amount`` and 1, read so by ``service.query.sql.usd_figure``).
 Elsewhere a null USD figure means no rate was known."""
 
+HOURLY_SAME = """A price per instance-hour is its own hourly figure: its observation stores
+``hourly_amount`` null (read as ``amount``), and, converted, ``hourly_usd`` null (read as
+``amount_usd``; both null: no rate), as ``service.query.sql.OBS_HOURLY_AMOUNT`` and
+``OBS_HOURLY_USD`` read them. Every other price stores its hourly figures (the ingest
+always computes them: ``service.core.units.instance_hourly``)."""
+
 
 VERSIONS_OWN = """An observation opens with its catalog version (``version_from``) and closes
 with another (``version_to``, null while it is in force). Its ``valid_from`` and its
@@ -302,7 +308,7 @@ written otherwise keeps its own."""
 class PriceObservation(SQLModel, table=True):
     """One price of one offer over [valid_from, valid_to), from catalog version
     ``version_from`` until ``version_to`` (null: in force). Stored compactly: see
-    :data:`VERSIONS_OWN` and :data:`USD`."""
+    :data:`VERSIONS_OWN`, :data:`USD` and :data:`HOURLY_SAME`."""
 
     __tablename__ = "price_observation"
     __table_args__ = (
@@ -338,7 +344,9 @@ class PriceObservation(SQLModel, table=True):
     offer_id: int = Field(foreign_key="offer.id")
     amount: Decimal = Field(sa_type=DecimalType)
     currency: str = Field(max_length=3)
-    hourly_amount: Decimal | None = Field(default=None, sa_type=DecimalType)
+    hourly_amount: Decimal | None = Field(
+        default=None, sa_type=DecimalType, description="null: amount (HOURLY_SAME)"
+    )
     amount_usd: Decimal | None = Field(default=None, sa_type=DecimalType)
     hourly_usd: Decimal | None = Field(default=None, sa_type=DecimalType)
     gpu_hour_usd: Decimal | None = Field(default=None, sa_type=DecimalType)

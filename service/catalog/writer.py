@@ -234,12 +234,13 @@ class Writer:
             hourly_usd = q(hourly * rate)
         bind = self.bind
         same = currency == USD  # its USD figures are its own: not stored again (prices.USD)
+        hourly_same = hourly == amount  # a price per instance-hour (prices.HOURLY_SAME)
         observed = (
             bind(amount),
             currency,
-            bind(hourly),
+            None if hourly_same else bind(hourly),
             None if same else bind(usd),
-            None if same else bind(hourly_usd),
+            None if same or hourly_same else bind(hourly_usd),
             None,
             None if same else bind(rate),
             bind(rate_date),

@@ -68,8 +68,13 @@ def usd_figure(stored: Any, own: Any) -> ColumnElement[Any]:
     return case((OBS.c.currency == USD, own), else_=stored)
 
 
+OBS_HOURLY_AMOUNT = func.coalesce(OBS.c.hourly_amount, OBS.c.amount, type_=OBS.c.amount.type)
+"""An observation's hourly amount: stored, or its amount (:data:`schema.prices.HOURLY_SAME`)."""
 OBS_AMOUNT_USD = usd_figure(OBS.c.amount_usd, OBS.c.amount)
-OBS_HOURLY_USD = usd_figure(OBS.c.hourly_usd, OBS.c.hourly_amount)
+OBS_HOURLY_USD = usd_figure(
+    func.coalesce(OBS.c.hourly_usd, OBS.c.amount_usd, type_=OBS.c.hourly_usd.type),
+    OBS_HOURLY_AMOUNT,
+)
 OBS_FX_RATE = usd_figure(OBS.c.fx_rate, literal(Decimal(1), OBS.c.fx_rate.type))
 """An observation's USD amount, USD per instance-hour and USD per unit of its currency."""
 
@@ -156,7 +161,7 @@ OFFER_COLUMNS = (
     OFFER.c.source_url,
     OBS.c.amount,
     OBS.c.currency,
-    OBS.c.hourly_amount,
+    OBS_HOURLY_AMOUNT.label("hourly_amount"),
     OBS_AMOUNT_USD.label("amount_usd"),
     OBS_HOURLY_USD.label("hourly_usd"),
     OBS.c.gpu_hour_usd,

@@ -24,6 +24,7 @@ from service.query.sql import (
     OBS_AMOUNT_USD,
     OBS_CRAWL_RUN,
     OBS_FX_RATE,
+    OBS_HOURLY_AMOUNT,
     OBS_HOURLY_USD,
     RUN_PAYLOAD,
     payload_sha256,
@@ -397,6 +398,7 @@ def test_one_list_price_over_gpu_counts_bases_and_units_gives_each_its_figures(
             OBS_AMOUNT_USD.label("read_amount_usd"),
             OBS_HOURLY_USD.label("read_hourly_usd"),
             OBS_FX_RATE.label("read_fx_rate"),
+            OBS_HOURLY_AMOUNT.label("read_hourly_amount"),
         )
         rows = {r.offer_id: r for r in conn.execute(select(OBS, *read))}
         offers = {r.id: r for r in conn.execute(select(OFFER))}
@@ -411,14 +413,18 @@ def test_one_list_price_over_gpu_counts_bases_and_units_gives_each_its_figures(
         gpu_hour = ((hourly * rate).quantize(ten) / gpus).quantize(ten)
         row = rows[offer_id]
         assert (row.amount, row.currency, row.read_fx_rate) == (Decimal(24), currency, rate)
-        assert row.hourly_amount == hourly, (count, per, currency, unit)
+        assert row.read_hourly_amount == hourly, (count, per, currency, unit)
         assert row.read_amount_usd == (Decimal(24) * rate).quantize(ten)
         assert row.read_hourly_usd == (hourly * rate).quantize(ten)
+        # a price per instance-hour is its own hourly figure (schema.prices.HOURLY_SAME)
+        per_hour = hourly == Decimal(24)
+        assert row.hourly_amount == (None if per_hour else hourly), (count, per, unit)
         stored = (row.amount_usd, row.hourly_usd, row.fx_rate)
         if currency == "USD":  # its own figures, not stored again (schema.prices.USD)
             assert stored == (None, None, None)
         else:
-            assert stored == (row.read_amount_usd, row.read_hourly_usd, row.read_fx_rate)
+            hourly_usd = None if per_hour else row.read_hourly_usd
+            assert stored == (row.read_amount_usd, hourly_usd, row.read_fx_rate)
         assert row.gpu_hour_usd == gpu_hour, (count, per, currency, unit)
         assert offers[offer_id].gpu_hour_usd == gpu_hour
         assert offers[offer_id].gpu_hour_usd_e10 == int(gpu_hour.scaleb(10))

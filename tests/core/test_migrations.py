@@ -722,7 +722,7 @@ def _payload_row_roundtrip(url: str) -> None:
         with engine.connect() as conn:
             assert [(i, d and bytes(d)) for i, d in conn.execute(text(digests))] == before
             assert conn.execute(text(OBS_INDEX_DDL[dialect])).all() == ddl
-        upgrade(url)
+        upgrade(url, "0027")
         engine.dispose()
         with engine.connect() as conn:
             again = conn.execute(
@@ -834,7 +834,7 @@ def _fx_source_roundtrip(url: str) -> None:
         with engine.connect() as conn:
             assert conn.execute(text(sources)).all() == FX_SOURCES
             assert conn.execute(text(f"{kept} ORDER BY id")).all() == before
-        upgrade(url)
+        upgrade(url, BEFORE_USD_FIGURES)
     finally:
         engine.dispose()
 
@@ -892,7 +892,7 @@ def _usd_figures_roundtrip(url: str) -> None:
                 conn.execute(text(statement))
             before = conn.execute(text(USD_FIGURES)).all()
             assert _read_usd(conn) == READ_USD
-        upgrade(url)
+        upgrade(url, "0031")
         engine.dispose()
         with engine.connect() as conn:
             stored = conn.execute(text(USD_FIGURES)).all()
@@ -903,7 +903,7 @@ def _usd_figures_roundtrip(url: str) -> None:
         engine.dispose()
         with engine.connect() as conn:
             assert conn.execute(text(USD_FIGURES)).all() == before
-        upgrade(url)
+        upgrade(url, "0031")
     finally:
         engine.dispose()
 
@@ -958,7 +958,7 @@ def _usd_figures_spelled_otherwise(url: str) -> None:
         with engine.begin() as conn:
             for statement in _usd_rows(engine.dialect.name, amount_usd="'2.50'"):
                 conn.execute(text(statement))
-        upgrade(url)
+        upgrade(url, "0031")
         engine.dispose()
         with engine.connect() as conn:
             assert conn.execute(text(USD_FIGURES)).all()[0] == (1, None, None, None)
@@ -1039,7 +1039,7 @@ def _versions_own_roundtrip(url: str) -> None:
             for statement in _versions_own_rows(engine.dialect.name):
                 conn.execute(text(statement))
             before, versions = conn.execute(text(kept)).all(), conn.execute(text(times)).all()
-        upgrade(url)
+        upgrade(url, "0032")
         engine.dispose()
         with engine.connect() as conn:
             assert conn.execute(text(VERSIONS_OWN_STORED)).all() == [
@@ -1063,7 +1063,7 @@ def _versions_own_roundtrip(url: str) -> None:
         with engine.connect() as conn:
             assert conn.execute(text(kept)).all() == before
             assert conn.execute(text(times)).all() == versions
-        upgrade(url)
+        upgrade(url, "0032")
     finally:
         engine.dispose()
 
@@ -1089,7 +1089,7 @@ def _offer_version_index_roundtrip(url: str) -> None:
             rows = conn.execute(text("SELECT * FROM price_observation ORDER BY id")).all()
         wide = ["offer_id", "version_from", "version_to"]
         assert _indexes(engine)["ix_price_observation_offer_version"] == wide
-        upgrade(url)
+        upgrade(url, "0033")
         engine.dispose()
         narrow = ["offer_id", "version_from"]
         assert _indexes(engine)["ix_price_observation_offer_version"] == narrow
@@ -1098,7 +1098,7 @@ def _offer_version_index_roundtrip(url: str) -> None:
         downgrade(url, "0032")
         engine.dispose()
         assert _indexes(engine)["ix_price_observation_offer_version"] == wide
-        upgrade(url)
+        upgrade(url, "0033")
     finally:
         engine.dispose()
 
@@ -1112,3 +1112,105 @@ def test_sqlite_offer_version_index_up_down_up(tmp_path) -> None:  # type: ignor
 def test_postgres_offer_version_index_up_down_up() -> None:
     with scratch_pg_database() as url:
         _offer_version_index_roundtrip(url)
+
+
+HOURLY = "SELECT id, hourly_amount, hourly_usd FROM price_observation ORDER BY id"
+
+
+def _hourly_rows(dialect: str, hourly: str = "'2.5'") -> list[str]:
+    """At 0033, as the ingest wrote them: a USD price per hour, a EUR one per hour, a
+    monthly USD one (its hourly amount is not its amount) and a JPY one with no rate."""
+    return [
+        *OBSERVATION_ROWS[:3],
+        "INSERT INTO price_observation (id, offer_id, amount, currency, hourly_amount, "
+        "amount_usd, hourly_usd, gpu_hour_usd, fx_rate, fx_date, version_from) VALUES "
+        f"(1, 1, '2.5', 'USD', {hourly}, NULL, NULL, '2.5', NULL, NULL, 1), "
+        "(2, 1, '2', 'EUR', '2', '2.2', '2.2', '2.2', '1.1', '2026-12-01', 2), "
+        "(3, 1, '730', 'USD', '1', NULL, NULL, '0.5', NULL, NULL, 3), "
+        "(4, 1, '300', 'JPY', '300', NULL, NULL, NULL, NULL, NULL, 4)",
+    ]
+
+
+def _read_hourly(conn: Any) -> list[tuple[Any, ...]]:
+    from service.query.sql import OBS_HOURLY_AMOUNT
+
+    stmt = select(OBS.c.id, OBS_HOURLY_AMOUNT, OBS_HOURLY_USD).order_by(OBS.c.id)
+    return [tuple(row) for row in conn.execute(stmt)]
+
+
+READ_HOURLY = [
+    (1, Decimal("2.5"), Decimal("2.5")),
+    (2, Decimal(2), Decimal("2.2")),
+    (3, Decimal(1), Decimal(1)),
+    (4, Decimal(300), None),
+]
+
+
+def _hourly_roundtrip(url: str) -> None:
+    """0034 stores the hourly figures of a price per instance-hour as nulls (read as its
+    amounts), keeps the monthly price's, and the downgrade writes them back."""
+    upgrade(url, "0033")
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            for statement in _hourly_rows(engine.dialect.name):
+                conn.execute(text(statement))
+            before = conn.execute(text(HOURLY)).all()
+        upgrade(url)
+        engine.dispose()
+        with engine.connect() as conn:
+            stored = conn.execute(text(HOURLY)).all()
+            assert [tuple(r) for r in stored] == [
+                (1, None, None),
+                (2, None, None),
+                tuple(before[2]),
+                (4, None, None),
+            ]
+            assert _read_hourly(conn) == READ_HOURLY
+        downgrade(url, "0033")
+        engine.dispose()
+        with engine.connect() as conn:
+            assert conn.execute(text(HOURLY)).all() == before
+        upgrade(url)
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_observation_hourly_same_up_down_up(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _hourly_roundtrip(f"sqlite:///{tmp_path / 'm.db'}")
+
+
+@pytest.mark.postgres
+def test_postgres_observation_hourly_same_up_down_up() -> None:
+    with scratch_pg_database() as url:
+        _hourly_roundtrip(url)
+
+
+def _hourly_refused(url: str) -> None:
+    """An observation stored without its hourly amount stops 0034, named; nothing changes."""
+    upgrade(url, "0033")
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            for statement in _hourly_rows(engine.dialect.name, hourly="NULL"):
+                conn.execute(text(statement))
+            before = conn.execute(text(HOURLY)).all()
+        with pytest.raises(ValueError, match="price observation 1 stores no hourly figure"):
+            upgrade(url)
+        engine.dispose()
+        with engine.connect() as conn:
+            assert conn.execute(text(HOURLY)).all() == before
+            revision = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+        assert revision == "0033"
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_observation_hourly_same_refuses_unknown(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _hourly_refused(f"sqlite:///{tmp_path / 'm.db'}")
+
+
+@pytest.mark.postgres
+def test_postgres_observation_hourly_same_refuses_unknown() -> None:
+    with scratch_pg_database() as url:
+        _hourly_refused(url)
