@@ -19,7 +19,8 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from service.cli.output import Format
 from service.core.config import Settings, get_settings
-from service.core.db import DatabaseConfigError, is_migrated, make_engine
+from service.core.db import DatabaseConfigError, make_engine
+from service.core.revision import unmigrated_reason
 
 err = Console(stderr=True, soft_wrap=True)
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
@@ -87,8 +88,9 @@ def engine(*, migrated: bool = True) -> Engine:
     try:
         eng = make_engine(settings().database_url)
         _state["engine"] = eng
-        if migrated and not is_migrated(eng):
-            raise CliError("the database is not migrated: run `gpuatlas db upgrade`")
+        reason = unmigrated_reason(eng) if migrated else None
+        if reason is not None:
+            raise CliError(reason)
     except OperationalError as exc:
         raise CliError(
             f"cannot open database {settings().database_url}: {_one_line(exc)}"

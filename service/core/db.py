@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, inspect
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.orm import Session
@@ -118,9 +118,3 @@ def writer(engine: Engine) -> Engine:
 def write_session(engine: Engine) -> Iterator[Session]:
     with Session(writer(engine), expire_on_commit=False) as session:
         yield session
-
-
-def is_migrated(engine: Engine) -> bool:
-    """Whether Alembic has run on the database (without importing Alembic: every command
-    asks this)."""
-    return inspect(engine).has_table("alembic_version")
