@@ -26,7 +26,7 @@ from sqlalchemy import (
 from sqlmodel import Field, SQLModel
 
 from schema.base import metadata  # noqa: F401
-from schema.types import DecimalType, UTCDateTime, UTCMicros
+from schema.types import CompactDate, DecimalType, UTCDateTime, UTCMicros
 
 
 class CatalogVersion(SQLModel, table=True):
@@ -351,7 +351,9 @@ class PriceObservation(SQLModel, table=True):
     hourly_usd: Decimal | None = Field(default=None, sa_type=DecimalType)
     gpu_hour_usd: Decimal | None = Field(default=None, sa_type=DecimalType)
     fx_rate: Decimal | None = Field(default=None, sa_type=DecimalType, description="USD per unit")
-    fx_date: date | None = None
+    fx_date: date | None = Field(
+        default=None, sa_type=CompactDate, description="the date of the rates used"
+    )
     valid_from: datetime | None = Field(
         default=None, sa_type=UTCMicros, description="null: version_from's time (VERSIONS_OWN)"
     )

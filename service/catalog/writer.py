@@ -135,6 +135,8 @@ class Writer:
         self._prices: dict[tuple[Any, ...], _Price] = {}
         self._bases: dict[tuple[Any, ...], tuple[tuple[Any, ...], Decimal | None]] = {}
         self.bind = bulk_binder(conn)
+        day = OBS.c.fx_date.type.bind_processor(conn.dialect)  # CompactDate: days on SQLite
+        self._bind_day: Callable[[Any], Any] = day if day is not None else self.bind
         self.stamp = self.bind(now)
         self._binds_text = self._stages = conn.dialect.name == "sqlite"
         self._bound: dict[str, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
@@ -243,7 +245,7 @@ class Writer:
             None if same or hourly_same else bind(hourly_usd),
             None,
             None if same else bind(rate),
-            bind(rate_date),
+            self._bind_day(rate_date),
         )
         return observed, hourly_usd
 

@@ -197,12 +197,14 @@ def versions(engine: Engine, start: datetime, count: int) -> None:
     # bulk writes bind through the driver: a version's time as its column stores it
     as_stored = VERSION.c.created_at.type.bind_processor(engine.dialect)  # UTCMicros
     version_at = [as_stored(w) for w in when] if as_stored else when
+    as_day = OBS.c.fx_date.type.bind_processor(engine.dialect)
     # each offer alternates between its first price and one a cent above it
     variants = []
     for seed in seeds:
         _, _, amount, currency, *derived, fx_rate, fx_date, _ = seed
         moved = repriced(amount, derived, amount + Decimal("0.01"))
-        variants.append(((amount, *derived), tuple(moved), currency, fx_rate, fx_date))
+        day = as_day(fx_date) if as_day else fx_date  # CompactDate: days on SQLite
+        variants.append(((amount, *derived), tuple(moved), currency, fx_rate, day))
     next_id = max(s[0] for s in seeds) + 1
     last: list[tuple[int, int, Any]] = []  # per offer: (observation id, version, gpu_hour_usd)
 

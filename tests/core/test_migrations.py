@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -1214,3 +1214,63 @@ def test_sqlite_observation_hourly_same_refuses_unknown(tmp_path) -> None:  # ty
 def test_postgres_observation_hourly_same_refuses_unknown() -> None:
     with scratch_pg_database() as url:
         _hourly_refused(url)
+
+
+FX_DATES = "SELECT id, fx_date FROM price_observation ORDER BY id"
+
+
+def _fx_date_roundtrip(url: str) -> None:
+    """0035 keeps fx_date as days on SQLite (PostgreSQL: its date, unchanged), read back as
+    the same dates, and the downgrade writes the text back."""
+    upgrade(url, "0034")
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            for statement in _hourly_rows(engine.dialect.name):
+                conn.execute(text(statement))
+            before = conn.execute(text(FX_DATES)).all()
+        upgrade(url, "0035")
+        engine.dispose()
+        with engine.connect() as conn:
+            stored = conn.execute(text(FX_DATES)).all()
+            read = conn.execute(select(OBS.c.id, OBS.c.fx_date).order_by(OBS.c.id)).all()
+        assert [tuple(r) for r in read] == [(1, None), (2, date(2026, 12, 1)), (3, None), (4, None)]
+        if engine.dialect.name == "sqlite":
+            assert stored[1] == (2, (date(2026, 12, 1) - date(1970, 1, 1)).days)
+        else:
+            assert stored == before
+        downgrade(url, "0034")
+        engine.dispose()
+        with engine.connect() as conn:
+            assert conn.execute(text(FX_DATES)).all() == before
+        upgrade(url, "0035")
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_observation_fx_date_days_up_down_up(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _fx_date_roundtrip(f"sqlite:///{tmp_path / 'm.db'}")
+
+
+@pytest.mark.postgres
+def test_postgres_observation_fx_date_days_up_down_up() -> None:
+    with scratch_pg_database() as url:
+        _fx_date_roundtrip(url)
+
+
+def test_sqlite_observation_fx_date_not_a_date_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    upgrade(url, "0034")
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            for statement in _hourly_rows("sqlite"):
+                conn.execute(text(statement.replace("'2026-12-01', 2)", "'soon', 2)")))
+            before = conn.execute(text(FX_DATES)).all()
+        with pytest.raises(ValueError, match="an fx_date that is not one: 'soon'"):
+            upgrade(url, "0035")
+        engine.dispose()
+        with engine.connect() as conn:
+            assert conn.execute(text(FX_DATES)).all() == before
+    finally:
+        engine.dispose()

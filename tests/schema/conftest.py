@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Column, Engine, Integer, MetaData, Table, create_engine
 
-from schema.types import Digest, UTCMicros
+from schema.types import CompactDate, Digest, UTCMicros
 
 TYPED = Table(
     "t",
@@ -16,6 +16,7 @@ TYPED = Table(
     Column("id", Integer, primary_key=True),
     Column("d", Digest),
     Column("at", UTCMicros),
+    Column("day", CompactDate),
 )
 
 
