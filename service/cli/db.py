@@ -1,4 +1,5 @@
-"""``gpuatlas db upgrade | downgrade``: the database schema (Alembic migrations)."""
+"""``gpuatlas db upgrade | downgrade | compact``: the database schema (Alembic migrations)
+and its upkeep."""
 
 from __future__ import annotations
 
@@ -33,3 +34,15 @@ def db_downgrade(revision: Annotated[str, typer.Argument()]) -> None:
 
     downgrade(settings().database_url, revision)
     err.print(f"database at {revision}")
+
+
+@app.command("compact")
+@handle_errors
+def db_compact() -> None:
+    """Give the database's free pages back and pack its indexes (SQLite ``VACUUM``: the
+    file is rewritten, ingests wait for it, and it needs as much free disk as the file);
+    on PostgreSQL ``VACUUM (ANALYZE)``, which makes dead rows' space reusable."""
+    from service.core.upkeep import compact
+
+    before, after = compact(engine())
+    err.print(f"database compacted: {before / 1e6:,.1f} MB -> {after / 1e6:,.1f} MB")
