@@ -33,12 +33,14 @@ def compact(engine: Engine) -> tuple[int, int]:
     if engine.dialect.name == "sqlite":
         # on the driver's own connection: the engine's opens a transaction itself
         raw = engine.raw_connection()
+        driver: Any = raw.driver_connection
+        previous = driver.isolation_level
         try:
-            driver: Any = raw.driver_connection
             driver.isolation_level = None
             driver.execute("VACUUM")
             driver.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        finally:
+        finally:  # back to the pool as it came
+            driver.isolation_level = previous
             raw.close()
     else:
         with engine.connect() as conn:
