@@ -54,6 +54,11 @@ class Settings(BaseSettings):
         default_factory=dict,
         description='per-source interval override (JSON), e.g. {"vastai": "10m", "aws": "off"}',
     )
+    compact_schedule: str | None = Field(
+        default="30 3 * * sun",
+        description="when the scheduler compacts the database (crontab, UTC; 'off' never): "
+        "SQLite VACUUM, PostgreSQL VACUUM (ANALYZE), as `gpuatlas db compact`",
+    )
     secret_key: str = "development"  # noqa: S105 (refused outside development)
 
     # ingest plausibility guard
@@ -127,6 +132,23 @@ class Settings(BaseSettings):
     )
     dispatcher_interval_seconds: int = Field(default=5, ge=1)
     dispatcher_batch_size: int = Field(default=500, ge=1, le=10000)
+
+    @field_validator("compact_schedule")
+    @classmethod
+    def _crontab(cls, value: str | None) -> str | None:
+        from apscheduler.triggers.cron import CronTrigger
+
+        if value is None or value.strip().lower() in ("", "off", "never"):
+            return None
+        value = " ".join(value.split())
+        try:
+            CronTrigger.from_crontab(value, timezone="UTC")
+        except ValueError as exc:
+            raise ValueError(
+                f"GPUATLAS_COMPACT_SCHEDULE is not a crontab of five fields "
+                f"(minute hour day month weekday), nor 'off': {value!r} ({exc})"
+            ) from None
+        return value
 
     @field_validator("database_url")
     @classmethod

@@ -18,6 +18,7 @@ from typing import IO, Any
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
@@ -87,7 +88,32 @@ def build_scheduler(
             next_run_time=max(first, now + timedelta(seconds=5)),
         )
     add_dispatcher_job(scheduler, engine, settings)
+    add_compaction_job(scheduler, engine, settings)
     return scheduler
+
+
+COMPACTION_JOB = "upkeep:compact"
+
+
+def add_compaction_job(scheduler: BackgroundScheduler, engine: Engine, settings: Settings) -> None:
+    """Compact the database on ``compact_schedule`` (UTC; none: never), as ``gpuatlas db
+    compact`` does (:func:`service.core.upkeep.compact`): a catalog grown by ingests keeps
+    its indexes packed. A wall-clock schedule, so a service restarted more often than it
+    runs still runs it; one missed while the service was down is not made up later."""
+    from service.core.upkeep import scheduled_compaction
+
+    if settings.compact_schedule is None:
+        return
+    scheduler.add_job(
+        scheduled_compaction,
+        CronTrigger.from_crontab(settings.compact_schedule, timezone="UTC"),
+        args=[engine],
+        id=COMPACTION_JOB,
+        name="compact the database",
+        max_instances=1,
+        coalesce=True,
+        misfire_grace_time=3600,
+    )
 
 
 def add_dispatcher_job(scheduler: BackgroundScheduler, engine: Engine, settings: Settings) -> None:
