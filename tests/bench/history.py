@@ -35,7 +35,9 @@ sizes; GPUATLAS_BENCH_HISTORY_KEEP=path: that file instead): a run copies it, mi
 the copy to the head and measures that (delete the file to rebuild; its versions' times
 are those of its build, so "a month back" drifts by the file's age).
 GPUATLAS_BENCH_HISTORY_PG_KEEP=1 keeps the PostgreSQL catalog the same way, as a database
-named after the sizes.
+named after the sizes. GPUATLAS_BENCH_HISTORY_WEEK=168: after the measurements, compact the
+catalog (``gpuatlas db compact``) and add that many hourly crawls through the real ingest,
+with bytes per observation after each step (what the scheduler's weekly compaction keeps).
 
 Quick run: ``GPUATLAS_BENCH_HISTORY_OFFERS=20000 GPUATLAS_BENCH_HISTORY_OBSERVATIONS=500000
 .venv/bin/python -m tests.bench.history``. Asserts nothing about time.
@@ -82,6 +84,9 @@ CHANGES = int(os.environ.get("GPUATLAS_BENCH_HISTORY_CHANGES", "570"))
 HOT = int(os.environ.get("GPUATLAS_BENCH_HISTORY_HOT", "20"))
 SECONDS = float(os.environ.get("GPUATLAS_BENCH_HISTORY_SECONDS", "3"))
 KEEP = os.environ.get("GPUATLAS_BENCH_HISTORY_KEEP")
+WEEK = int(os.environ.get("GPUATLAS_BENCH_HISTORY_WEEK", "0"))
+"""Hours of crawls to add after compacting the measured catalog (see :func:`after_compaction`;
+0: none)."""
 PG_KEEP = os.environ.get("GPUATLAS_BENCH_HISTORY_PG_KEEP", "0") == "1"
 """Keep the PostgreSQL catalog between runs, as database
 ``gpuatlas_bench_history_<offers>_<observations>_<changes>_<hot>`` (drop it to rebuild)."""
@@ -530,6 +535,8 @@ def run_backend(name: str, url: str, kept: bool = False, keep_to: Path | None = 
     print(f"  export csv, current: {export_rate(engine, None):,.0f} rows/s")
     print(f"  export csv, as_of a month back: {export_rate(engine, month_back):,.0f} rows/s")
     print(f"  build {built['build_s']:.0f} s; bytes/observation {size['total']:.1f}")
+    if WEEK:
+        after_compaction(engine, url, latest, WEEK)
     print("  slowest statement of each kind, with its plan:")
     with engine.connect() as conn:
         for label, (elapsed, statement, params) in sorted(
@@ -539,6 +546,76 @@ def run_backend(name: str, url: str, kept: bool = False, keep_to: Path | None = 
             print("      " + " ".join(statement.split())[:300])
             print(plan(conn, statement, params))
     engine.dispose()
+
+
+def after_compaction(engine: Engine, url: str, latest: int, hours: int) -> None:
+    """What compaction keeps: the catalog compacted (``gpuatlas db compact``), then
+    ``hours`` more hourly crawls of the source through the real ingest (each the whole
+    source, ``CHANGES`` offers repriced as :func:`changed_at` picks them, every other price
+    as it stands), bytes per observation after each step."""
+    from service.core.config import Settings
+    from service.core.upkeep import compact
+
+    began = time.perf_counter()
+    before, after = compact(engine)
+    took = time.perf_counter() - began
+    with engine.connect() as conn:
+        count = int(conn.execute(select(func.count()).select_from(OBS)).scalar() or 0)
+        size = bytes_per_observation(conn, count)
+        stored = {
+            tuple(row[:5]): (int(row[5]), row[6])
+            for row in conn.execute(
+                select(
+                    OFFER.c.provider,
+                    OFFER.c.sku,
+                    OFFER.c.region,
+                    OFFER.c.price_kind,
+                    OFFER.c.unit,
+                    OFFER.c.id,
+                    OFFER.c.amount,
+                ).where(OFFER.c.source == SOURCE)
+            )
+        }
+    print(
+        f"  compacted in {took:.1f} s ({before / 1e6:,.1f} -> {after / 1e6:,.1f} MB): "
+        f"bytes per observation {size['total']:.1f}"
+    )
+    # the source's records in offer id order, each at its offer's current price
+    records = sorted(
+        bench_records(N),
+        key=lambda r: stored[(r.provider, r.sku, r.region, r.price_kind.value, r.unit.value)][0],
+    )
+    first = [r.amount for r in records]
+    current = [
+        stored[(r.provider, r.sku, r.region, r.price_kind.value, r.unit.value)][1] for r in records
+    ]
+    settings = Settings(
+        database_url=url,
+        environment="test",
+        _env_file=None,  # type: ignore[call-arg]
+        max_price_factor=Decimal(1000),
+    )
+    began = time.perf_counter()
+    for version in range(latest + 1, latest + hours + 1):
+        for position in changed_at(version, len(records)):
+            cent = first[position] + Decimal("0.01")
+            current[position] = first[position] if current[position] == cent else cent
+        crawl = [
+            r if r.amount == amount else r.model_copy(update={"amount": amount})
+            for r, amount in zip(records, current, strict=True)
+        ]
+        result = ingest(engine, settings, CrawlResult(source=SOURCE, records=crawl))
+        if result.changed != min(CHANGES, len(records)):
+            raise RuntimeError(f"crawl {version}: {result.changed} changed, not {CHANGES}")
+    with engine.connect() as conn:
+        grown = int(conn.execute(select(func.count()).select_from(OBS)).scalar() or 0)
+        size = bytes_per_observation(conn, grown)
+    print(
+        f"  then {hours} hourly crawls through the ingest ({time.perf_counter() - began:.0f} s, "
+        f"{grown - count:,} observations): bytes per observation "
+        + ", ".join(f"{k} {v:.1f}" for k, v in size.items() if k != "total")
+        + f"; total {size['total']:.1f}"
+    )
 
 
 def main() -> None:
