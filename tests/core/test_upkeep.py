@@ -156,3 +156,44 @@ def test_the_scheduler_compacts_on_its_schedule(sqlite_engine: Engine, sqlite_ur
     )
     assert off.get_job(COMPACTION_JOB) is None
     assert off.get_job("alerts:dispatch") is not None  # the rest is scheduled as before
+
+
+def test_compaction_waits_for_a_writer(sqlite_url: str) -> None:
+    """A compaction started while an ingest-like writer holds the write lock waits for it
+    (SQLite's busy timeout) instead of failing, then runs; the writer's row is kept, and
+    the next writer finds the lock free."""
+    import threading
+    import time
+
+    from service.core.db import writer
+
+    engine = _grown(sqlite_url)
+    other = make_engine(sqlite_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("CREATE TABLE marks (v INTEGER)"))
+        holding, done = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with writer(other).begin() as conn:  # BEGIN IMMEDIATE, as an ingest's
+                conn.execute(text("INSERT INTO marks VALUES (1)"))
+                holding.set()
+                time.sleep(1.0)
+            done.set()
+
+        thread = threading.Thread(target=hold)
+        thread.start()
+        assert holding.wait(10)
+        started = time.monotonic()
+        before, after = compact(engine)  # waits for the writer's commit
+        waited = time.monotonic() - started
+        thread.join(10)
+        assert done.is_set() and waited >= 0.5 and after < before
+        with writer(other).begin() as conn:  # the lock is free again
+            conn.execute(text("INSERT INTO marks VALUES (2)"))
+        with engine.connect() as conn:
+            marks = [row[0] for row in conn.execute(text("SELECT v FROM marks ORDER BY v"))]
+        assert marks == [1, 2]
+    finally:
+        other.dispose()
+        engine.dispose()
