@@ -62,8 +62,8 @@ HISTORY_COLUMNS = (
 def offer_history(
     conn: Connection, offer_id: int, start: datetime | None = None, end: datetime | None = None
 ) -> list[dict[str, Any]]:
-    """Every observation of an offer overlapping [start, end], oldest first."""
-    _must_exist(conn, offer_id)
+    """Every observation of an offer overlapping [start, end], oldest first. Raises
+    :class:`NotFound` for an offer that does not exist."""
     stmt = (
         select(*HISTORY_COLUMNS)
         .select_from(
@@ -74,10 +74,16 @@ def offer_history(
     stmt = stmt.order_by(OBS_VALID_FROM, OBS.c.id)
     result = conn.execute(stmt)
     keys = tuple(result.keys())  # zip, not dict(RowMapping): a busy offer has 10^4 rows
-    return [dict(zip(keys, row, strict=True)) for row in result]
+    rows = [dict(zip(keys, row, strict=True)) for row in result]
+    if not rows:
+        _must_exist(conn, offer_id)
+    return rows
 
 
 def _must_exist(conn: Connection, offer_id: int) -> None:
+    """Raise :class:`NotFound` unless the offer exists. Asked only when a read found none
+    of its observations (an observation's offer exists: a foreign key), so a history
+    costs one statement, not two: a round trip less on PostgreSQL."""
     exists_stmt = select(OFFER.c.id).where(OFFER.c.id == offer_id)
     if conn.execute(exists_stmt).first() is None:
         raise NotFound(f"offer {offer_id} does not exist")
@@ -145,9 +151,9 @@ def offer_buckets(
     ``valid_to`` is after the bucket's start. (``tests/query/test_history_buckets.py``
     holds it to the walk over every observation that it replaced.)
     """
-    _must_exist(conn, offer_id)
     groups = _bucket_groups(conn, offer_id, resolution, start, end)
     if not groups:
+        _must_exist(conn, offer_id)
         return []
     step = timedelta(days=7 if resolution == "week" else 1)
     cursor = min(groups)

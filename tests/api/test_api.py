@@ -76,6 +76,11 @@ def test_offer_and_history_oldest_first(client: TestClient) -> None:
     assert [h["amount"] for h in history] == ["20", "21.5"]
     assert history[0]["valid_to"] == history[1]["valid_from"]
     assert client.get("/v1/versions").json()[0]["id"] == 2
+    # an offer that exists, asked for a time before its first price: nothing, not a 404
+    before = {"to": "2000-01-01T00:00:00Z"}
+    assert client.get(f"/v1/offers/{offer_id}/history", params=before).json() == []
+    day = client.get(f"/v1/offers/{offer_id}/history", params={**before, "resolution": "day"})
+    assert day.status_code == 200 and day.json()["data"] == []
 
 
 @pytest.mark.parametrize(
@@ -92,6 +97,9 @@ def test_offer_and_history_oldest_first(client: TestClient) -> None:
         ("/v1/offers/999999", 404, None),
         ("/v1/offers/not-a-number", 422, "offer_id"),
         ("/v1/offers/1/history?from=2026-01-01T00:00:00", 422, "from"),
+        ("/v1/offers/999999/history", 404, None),
+        ("/v1/offers/999999/history?resolution=day", 404, None),
+        ("/v1/offers/999999/history?to=2000-01-01T00:00:00Z", 404, None),
         ("/v1/nothing-here", 404, None),
     ],
 )
