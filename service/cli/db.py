@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from service.cli.common import engine, err, handle_errors, settings
+from service.cli.common import FormatOpt, engine, err, handle_errors, settings
+from service.cli.output import Format, emit
 
 app = typer.Typer(help="Database schema (Alembic migrations).", no_args_is_help=True)
 
@@ -46,3 +47,29 @@ def db_compact() -> None:
 
     before, after = compact(engine())
     err.print(f"database compacted: {before / 1e6:,.1f} MB -> {after / 1e6:,.1f} MB")
+
+
+@app.command("size")
+@handle_errors
+def db_size(fmt: FormatOpt = Format.table) -> None:
+    """What the catalog takes on disk: per table its rows, its bytes (its own and its
+    indexes') and bytes per row, largest first; on SQLite also the free pages that ``db
+    compact`` gives back (reading an SQLite file's pages takes 1.6 s for a 790 MB file here)."""
+    from service.core.sizes import database_size
+
+    with engine().connect() as conn:
+        size = database_size(conn)
+    rows = [
+        {
+            "table": t.name,
+            "rows": t.rows,
+            "table_mb": round(t.table_bytes / 1e6, 2),
+            "indexes_mb": round(t.index_bytes / 1e6, 2),
+            "total_mb": round(t.total_bytes / 1e6, 2),
+            "bytes_per_row": None if t.bytes_per_row is None else round(t.bytes_per_row, 1),
+        }
+        for t in size.tables
+    ]
+    emit(rows, fmt, title="database size")
+    free = "" if size.free_bytes is None else f", {size.free_bytes / 1e6:,.1f} MB of it free pages"
+    err.print(f"{size.total_bytes / 1e6:,.1f} MB in all{free}", highlight=False)
