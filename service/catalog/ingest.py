@@ -15,6 +15,7 @@ validation (:mod:`~service.catalog.validation`), reference lookups
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -69,6 +70,8 @@ from service.core.config import Settings
 from service.core.db import write_cache, writer
 from service.core.gcpause import no_gc_pauses
 
+Progress = Callable[[int, bool], None]
+"""``on_progress(read, finishing)``: see :func:`ingest`."""
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]
 VERSION = CatalogVersion.__table__  # type: ignore[attr-defined]
 
@@ -81,8 +84,14 @@ def ingest(
     crawl_run_id: int | None = None,
     now: datetime | None = None,
     batch_size: int = BATCH_SIZE,
+    on_progress: Progress | None = None,
 ) -> IngestResult:
     """Apply one crawl of one source to the catalog, atomically.
+
+    ``on_progress(read, finishing)`` is called after each batch is written, with how many
+    records (or lines) have been read so far, and once more with ``finishing`` true when
+    every batch is written and what is left is the end of the load (rebuilding deferred
+    indexes, the crawl run's record).
 
     The records are read, validated, diffed and written ``batch_size`` at a time (see
     :mod:`~service.catalog.stream`), inside one transaction. The writes go into a
@@ -130,6 +139,7 @@ def ingest(
                     on_diff,
                     diff_listener.wanted(conn),
                     index is not None and index.refused,
+                    on_progress,
                 )
                 applied = _apply(context, batches)
                 if applied is None:  # an offer written turned out ambiguous: again
@@ -147,6 +157,8 @@ def ingest(
                     applied = _apply(context, batches)
                     if applied is None:
                         raise IngestError("the crawl's records differ between two readings")
+                if on_progress is not None:
+                    on_progress(batches.validator.position, True)
                 return _close(context, batches.validator, applied, digest)
         finally:
             batches.close()
@@ -195,6 +207,7 @@ class _Context:
     relines: bool = False
     """Whether the source's stored line digests are forgotten first (they were recorded
     under another parser version or other reference data)."""
+    on_progress: Progress | None = None
 
 
 @dataclass
@@ -260,6 +273,8 @@ def _apply(context: _Context, batches: Batches) -> _Applied | None:
             for record, key in zip(records, keys, strict=True):
                 if record.region in targets:
                     stated[key] = record.locations
+        if context.on_progress is not None:
+            context.on_progress(validator.position, False)
     if validator.late:
         _roll_back(applied)
         return None

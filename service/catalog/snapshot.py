@@ -13,7 +13,7 @@ import orjson
 from sqlalchemy import Engine
 
 from schema.enums import CrawlStatus
-from service.catalog.ingest import ingest
+from service.catalog.ingest import Progress, ingest
 from service.catalog.lines import Fresh, LineIndex, line_digest, parse_line
 from service.catalog.results import CrawlResult, IngestResult, Payload, Rejection
 from service.catalog.runs import finish_crawl_run, start_crawl_run
@@ -134,12 +134,15 @@ def ingest_jsonl(
     *,
     complete: bool = True,
     trigger: str = "cli:ingest",
+    on_progress: Progress | None = None,
 ) -> IngestResult:
     """Ingest a JSON Lines file as one crawl of ``source`` (default: the file's stem).
 
     The file is the crawl's one payload: when it is byte-identical to the last good
     crawl's of ``source`` (same path too) and the reference data is the same, the run is
-    confirmed without reading the records (see :mod:`~service.catalog.unchanged`)."""
+    confirmed without reading the records (see :mod:`~service.catalog.unchanged`).
+    ``on_progress``: lines read, as :func:`~service.catalog.ingest.ingest` reports them
+    (not called for a confirmed file)."""
     source = source or path.stem
     url = path.resolve().as_uri()
     payload = Payload(url, None, datetime.now(UTC), "application/jsonl", path=path)
@@ -163,6 +166,7 @@ def ingest_jsonl(
                 trigger=trigger,
             ),
             crawl_run_id=run_id,
+            on_progress=on_progress,
         )
     except OSError as exc:  # hashed, then read while it is ingested: nothing was written
         finish_crawl_run(engine, run_id, CrawlStatus.failed, "unreadable file", error=str(exc))

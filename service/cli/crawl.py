@@ -3,8 +3,10 @@ and what the crawls did."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -19,6 +21,9 @@ from service.cli.common import (
     settings,
 )
 from service.cli.output import Format, emit, emit_jsonl
+
+if TYPE_CHECKING:
+    from service.catalog.ingest import Progress
 
 
 @handle_errors
@@ -38,7 +43,10 @@ def ingest(
         raise CliError(f"invalid source name {source!r}: use lowercase letters, digits, '-', ':'")
     if not file.is_file():
         raise CliError(f"no such file: {file}")
-    result = ingest_jsonl(engine(), settings(), file, source, complete=complete)
+    with _lines_progress(file, enabled=fmt is Format.table) as on_progress:
+        result = ingest_jsonl(
+            engine(), settings(), file, source, complete=complete, on_progress=on_progress
+        )
     _print_result(
         source, result.status.value, result.reason, result.catalog_version, result.counts, fmt
     )
@@ -46,6 +54,49 @@ def ingest(
         err.print(f"rejected record {rejection.position}: {rejection.reason}", highlight=False)
     if result.status.value != "ok":
         raise typer.Exit(EXIT_PARTIAL)
+
+
+@contextmanager
+def _lines_progress(file: Path, *, enabled: bool) -> Iterator[Progress | None]:
+    """A bar on stderr over the file's lines while they are ingested (for the table
+    format, as ``crawl`` has), then ``finishing`` while the load ends (indexes rebuilt,
+    the run recorded); nothing when the file turns out unchanged (confirmed unread)."""
+    if not enabled:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress as Bar
+
+    from service.catalog.snapshot import read_jsonl
+
+    bar = Bar(
+        TextColumn("{task.description:<10}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+        refresh_per_second=2,
+    )
+    task: Any = None
+
+    def on_progress(read: int, finishing: bool) -> None:
+        nonlocal task
+        if task is None:  # the first batch: the file is being read, not confirmed
+            bar.start()
+            task = bar.add_task("lines", total=read_jsonl(file, "").expected())
+        total = bar.tasks[0].total or read
+        bar.update(
+            task,
+            completed=min(read, total) if not finishing else total,
+            description="finishing" if finishing else "lines",
+        )
+
+    try:
+        yield on_progress
+    finally:
+        if task is not None:
+            bar.stop()
 
 
 def _print_result(
