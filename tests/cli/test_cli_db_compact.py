@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 
-from sqlalchemy import text
 from typer.testing import CliRunner
 
 from service.core.db import make_engine
 from tests.support.cli import run
+from tests.support.free_pages import leave_free_pages
 
 
 def _pages(url: str) -> int:
@@ -22,14 +22,7 @@ def _pages(url: str) -> int:
 
 
 def test_compact_gives_free_space_back_and_keeps_the_catalog(cli: CliRunner, db_url: str) -> None:
-    engine = make_engine(db_url)
-    try:
-        with engine.begin() as conn:  # 2 MB written, then dropped: free pages on SQLite
-            conn.execute(text("CREATE TABLE scratch (v TEXT)"))
-            conn.execute(text("INSERT INTO scratch VALUES (:v)"), [{"v": "x" * 2000}] * 1000)
-            conn.execute(text("DROP TABLE scratch"))
-    finally:
-        engine.dispose()
+    leave_free_pages(db_url)
     sqlite = db_url.startswith("sqlite")
     before = _pages(db_url) if sqlite else 0
     code, versions, _ = run(cli, "versions", "--format", "json")

@@ -17,6 +17,7 @@ from service.core.config import get_settings
 from service.core.db import make_engine
 from tests.support.cli import run
 from tests.support.factories import records
+from tests.support.free_pages import leave_free_pages
 
 OFFER = Offer.__table__  # type: ignore[attr-defined]
 OBS = PriceObservation.__table__  # type: ignore[attr-defined]
@@ -63,14 +64,7 @@ def test_every_table_with_its_rows_and_bytes(cli: CliRunner, db_url: str, tmp_pa
 def test_sqlite_free_pages_are_shown_until_compacted(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    engine = make_engine(sqlite_url)
-    try:
-        with engine.begin() as conn:  # 2 MB written, then dropped: free pages
-            conn.execute(text("CREATE TABLE scratch (v TEXT)"))
-            conn.execute(text("INSERT INTO scratch VALUES (:v)"), [{"v": "x" * 2000}] * 1000)
-            conn.execute(text("DROP TABLE scratch"))
-    finally:
-        engine.dispose()
+    leave_free_pages(sqlite_url)
     monkeypatch.setenv("GPUATLAS_DATABASE_URL", sqlite_url)
     get_settings.cache_clear()
     try:

@@ -21,6 +21,7 @@ from service.core.config import Settings
 from service.core.db import make_engine
 from service.core.upkeep import CompactionRefused, Room, compact, scheduled_compaction
 from service.crawl.scheduler import COMPACTION_JOB, build_scheduler
+from tests.support.free_pages import leave_free_pages
 
 MB = 1_000_000
 Usage = namedtuple("Usage", "total used free")
@@ -58,12 +59,8 @@ def test_sqlite_temp_dir_follows_sqlites_order(tmp_path: Path) -> None:
 
 def _grown(url: str) -> Engine:
     """An SQLite catalog with 2 MB of free pages (written, then dropped)."""
-    engine = make_engine(url)
-    with engine.begin() as conn:
-        conn.execute(text("CREATE TABLE scratch (v TEXT)"))
-        conn.execute(text("INSERT INTO scratch VALUES (:v)"), [{"v": "x" * 2000}] * 1000)
-        conn.execute(text("DROP TABLE scratch"))
-    return engine
+    leave_free_pages(url)
+    return make_engine(url)
 
 
 def _pages(engine: Engine) -> int:
