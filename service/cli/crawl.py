@@ -166,8 +166,18 @@ def crawl(
             def on_page(pages: int, records: int, task: Any = task) -> None:
                 progress.update(task, info=f"{pages} pages, {records} records")
 
+            def on_ingest(read: int, finishing: bool, task: Any = task) -> None:
+                info = "finishing" if finishing else f"ingesting: {read:,} records read"
+                progress.update(task, info=info)
+
             report = crawl_source(
-                eng, settings(), name, from_files=from_file, dry_run=dry_run, on_page=on_page
+                eng,
+                settings(),
+                name,
+                from_files=from_file,
+                dry_run=dry_run,
+                on_page=on_page,
+                on_ingest=on_ingest,
             )
             progress.update(task, total=1, completed=1, info=report.label)
             reports.append(report)

@@ -207,8 +207,12 @@ def crawl_source(
     on_page: Callable[[int, int], None] | None = None,
     transport: Any = None,
     crawl_run_id: int | None = None,
+    on_ingest: Callable[[int, bool], None] | None = None,
 ) -> CrawlReport:
     """Crawl one source. With ``dry_run`` nothing touches the database (engine may be None).
+
+    ``on_page(pages, records)`` follows the fetch; ``on_ingest(read, finishing)`` the
+    ingest that follows it (see :func:`service.catalog.ingest.ingest`).
 
     ``crawl_run_id`` continues a run the caller already created (scheduled crawls create
     it in the parent process so a crash of the crawl's own process can still be recorded).
@@ -248,7 +252,9 @@ def crawl_source(
         if getattr(source_cls, "kind", None) == "fx":
             _store_fx(engine, dry_run, name, output, report, run_id)
         else:
-            _ingest_output(engine, settings, dry_run, source_cls, output, report, run_id, trigger)
+            _ingest_output(
+                engine, settings, dry_run, source_cls, output, report, run_id, trigger, on_ingest
+            )
     except SourceError as exc:
         report.status, report.reason = CrawlStatus.failed, exc.reason
         output = output or getattr(exc, "output", None)  # pages fetched before the failure
@@ -296,6 +302,7 @@ def _ingest_output(
     report: CrawlReport,
     run_id: int | None,
     trigger: str,
+    on_ingest: Callable[[int, bool], None] | None = None,
 ) -> None:
     payloads = _payloads(output)  # each hashed once
     if not dry_run and engine is not None and run_id is not None and output.complete:
@@ -344,7 +351,9 @@ def _ingest_output(
         crawl.log = _log_text(output)
 
     records.after_reading = read
-    result: IngestResult = ingest(engine, settings, crawl, crawl_run_id=run_id)
+    result: IngestResult = ingest(
+        engine, settings, crawl, crawl_run_id=run_id, on_progress=on_ingest
+    )
     report.unmapped = records.unmapped
     report.status, report.reason = result.status, result.reason
     report.catalog_version = result.catalog_version

@@ -65,3 +65,30 @@ def test_the_cli_shows_a_bar_over_the_lines(cli: CliRunner, tmp_path: Path) -> N
     code, out, err = run(cli, "ingest", "othertool", "--file", str(other), "-f", "json")
     assert code == 0 and json.loads(out)[0]["seen"] == 30
     assert "finishing" not in err and "lines" not in err
+
+
+def test_a_crawl_reports_its_ingest(engine: Engine, settings: Settings) -> None:
+    from service.crawl.run import crawl_source
+    from tests.conftest import FIXTURES
+
+    calls: list[tuple[int, bool]] = []
+    report = crawl_source(
+        engine,
+        settings,
+        "lambda",
+        from_files=[FIXTURES / "lambda" / "instance-types.json"],
+        on_ingest=lambda read, finishing: calls.append((read, finishing)),
+    )
+    assert report.status.value == "ok"
+    assert calls and calls[-1][1] is True
+    assert calls[-1][0] == report.counts["seen"] + report.counts["rejected"] > 0
+    # confirmed unchanged the second time: nothing is ingested, nothing reported
+    calls.clear()
+    again = crawl_source(
+        engine,
+        settings,
+        "lambda",
+        from_files=[FIXTURES / "lambda" / "instance-types.json"],
+        on_ingest=lambda read, finishing: calls.append((read, finishing)),
+    )
+    assert again.status.value == "ok" and calls == []

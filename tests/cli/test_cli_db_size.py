@@ -42,9 +42,11 @@ def test_every_table_with_its_rows_and_bytes(cli: CliRunner, db_url: str, tmp_pa
         with engine.connect() as conn:
             offers = conn.execute(select(func.count()).select_from(OFFER)).scalar()
             observations = conn.execute(select(func.count()).select_from(OBS)).scalar()
-    finally:
+        tables, err = _size(cli)
+    finally:  # the PostgreSQL database is the worker's, emptied (not dropped) between tests
+        with engine.begin() as conn:
+            conn.execute(text('DROP TABLE IF EXISTS "odd ""name"""'))
         engine.dispose()
-    tables, err = _size(cli)
     assert tables["offer"]["rows"] == offers == 300
     assert tables["price_observation"]["rows"] == observations == 300
     assert tables['odd "name"']["rows"] == 2
