@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import orjson
 from sqlalchemy import Engine
@@ -72,23 +73,21 @@ def test_a_crawl_reports_its_ingest(engine: Engine, settings: Settings) -> None:
     from tests.conftest import FIXTURES
 
     calls: list[tuple[int, bool]] = []
-    report = crawl_source(
-        engine,
-        settings,
-        "lambda",
-        from_files=[FIXTURES / "lambda" / "instance-types.json"],
-        on_ingest=lambda read, finishing: calls.append((read, finishing)),
-    )
+
+    def crawl() -> Any:
+        return crawl_source(
+            engine,
+            settings,
+            "lambda",
+            from_files=[FIXTURES / "lambda" / "instance-types.json"],
+            on_ingest=lambda read, finishing: calls.append((read, finishing)),
+        )
+
+    report = crawl()
     assert report.status.value == "ok"
     assert calls and calls[-1][1] is True
     assert calls[-1][0] == report.counts["seen"] + report.counts["rejected"] > 0
     # confirmed unchanged the second time: nothing is ingested, nothing reported
     calls.clear()
-    again = crawl_source(
-        engine,
-        settings,
-        "lambda",
-        from_files=[FIXTURES / "lambda" / "instance-types.json"],
-        on_ingest=lambda read, finishing: calls.append((read, finishing)),
-    )
+    again = crawl()
     assert again.status.value == "ok" and calls == []
