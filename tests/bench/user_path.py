@@ -24,6 +24,8 @@ for the same offers measured in this process in the same run (``ingest()`` of pr
 ``OfferRecord``\\ s on a fresh database, as :mod:`tests.bench.ingest` does; the crawl's core
 is ``crawl_source`` in process) and the ratio of the two.
 
+Last, each of issue 20's targets these figures can judge, met or not (:func:`verdicts`).
+
 ``GPUATLAS_BENCH_CODE=/path/to/a/checkout`` runs the children on that checkout's code (the
 "before" of docs/benchmarks.md); ``GPUATLAS_BENCH_CORE=0`` skips the in-process figures.
 """
@@ -312,6 +314,89 @@ def table(results: dict[tuple[str, int], list[Step]]) -> None:
         print(f"{kind}: {sizes[-1]:,} against {sizes[0]:,} offers: {ratios}")
 
 
+TARGET_SIZE, SCALED_SIZE = 200_000, 1_000_000
+STEP_TARGETS = {
+    "first ingest": 4.0,
+    "5 %-changed re-ingest": 3.0,
+    "unchanged re-ingest": 1.0,
+    "unchanged again (confirmed)": 1.0,
+}
+"""Issue 20's end-to-end targets at 200,000 offers on SQLite: seconds at most (the first
+ingest's 4 s is its 50,000 offers/s)."""
+RSS_TARGET_MB = 250.0
+SCALE_TARGET = 5.5
+"""At most this many times the 200,000-offer time at 1,000,000 offers, each step."""
+PG_TARGET = 2.0
+"""PostgreSQL within this many times SQLite's figure, each step and size."""
+
+
+def verdicts(results: dict[tuple[str, int], list[Step]]) -> list[tuple[str, str, bool]]:
+    """Each of issue 20's end-to-end targets these results can judge, as (target, the
+    figure measured, met): the SQLite times at 200,000 offers, the peak RSS of each
+    database and size, SQLite's 1,000,000 against its 200,000 offers, and PostgreSQL
+    against SQLite at each size. A target whose figures were not measured (a size or database not run) is
+    left out."""
+    found: list[tuple[str, str, bool]] = []
+    small = {s.label: s for s in results.get(("SQLite", TARGET_SIZE), [])}
+    for label, limit in STEP_TARGETS.items():
+        if label in small:
+            seconds = small[label].seconds
+            found.append(
+                (
+                    f"SQLite {TARGET_SIZE:,}: {label} <= {limit:g} s",
+                    f"{seconds:.2f} s",
+                    seconds <= limit,
+                )
+            )
+    for (kind, n), steps in results.items():
+        rss = [s.peak_rss_mb for s in steps if s.peak_rss_mb is not None]
+        if rss:
+            top = max(rss)
+            found.append(
+                (
+                    f"{kind} {n:,}: peak RSS <= {RSS_TARGET_MB:g} MB",
+                    f"{top:.0f} MB",
+                    top <= RSS_TARGET_MB,
+                )
+            )
+    # the scaling target is SQLite's; PostgreSQL's is its ratio to SQLite at each size
+    base, scaled = results.get(("SQLite", TARGET_SIZE)), results.get(("SQLite", SCALED_SIZE))
+    if base and scaled:
+        for a, b in zip(base, scaled, strict=True):
+            ratio = b.seconds / a.seconds
+            found.append(
+                (
+                    f"SQLite: {a.label}, {SCALED_SIZE:,} / {TARGET_SIZE:,} <= {SCALE_TARGET:g}x",
+                    f"{ratio:.2f}x",
+                    ratio <= SCALE_TARGET,
+                )
+            )
+    for (kind, n), steps in results.items():
+        sqlite = results.get(("SQLite", n))
+        if kind != "PostgreSQL" or not sqlite:
+            continue
+        for pg, lite in zip(steps, sqlite, strict=True):
+            ratio = pg.seconds / lite.seconds
+            found.append(
+                (
+                    f"PostgreSQL {n:,}: {pg.label} <= {PG_TARGET:g}x SQLite",
+                    f"{ratio:.2f}x",
+                    ratio <= PG_TARGET,
+                )
+            )
+    return found
+
+
+def print_verdicts(results: dict[tuple[str, int], list[Step]]) -> None:
+    found = verdicts(results)
+    if not found:
+        return
+    met = sum(ok for *_, ok in found)
+    print(f"\nissue 20's targets: {met} of {len(found)} met")
+    for target, figure, ok in found:
+        print(f"  {'met    ' if ok else 'NOT MET'}  {target}: {figure}")
+
+
 def main() -> None:
     install()
     print(
@@ -362,6 +447,7 @@ def main() -> None:
             for path in (files.first, files.changed, files.gcp):
                 path.unlink()
         table(results)
+        print_verdicts(results)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
