@@ -76,6 +76,7 @@ from service.query.history import offer_buckets, offer_history
 from service.query.offers import list_offers
 from service.query.sql import OBS, OFFER, RUN, VERSION
 from service.query.versions import change_feed, current_version, diff_versions, version_at
+from tests.bench import targets
 from tests.bench.api import bench_records, prepare, repriced
 
 N = int(os.environ.get("GPUATLAS_BENCH_HISTORY_OFFERS", "200000"))
@@ -456,7 +457,11 @@ def export_rate(engine: Engine, version: int | None) -> float:
     return (lines - 1) / (time.perf_counter() - t0)
 
 
-def run_backend(name: str, url: str, kept: bool = False, keep_to: Path | None = None) -> None:
+def run_backend(
+    name: str, url: str, kept: bool = False, keep_to: Path | None = None
+) -> dict[str, Any]:
+    """The reads on one database; its figures for :func:`verdicts`: p50 / p99 by kind
+    (``kinds``), bytes per observation (``bytes``) and the observations (``observations``)."""
     print(f"\n[{name}]")
     built = reuse(url) if kept else build(url)
     if keep_to is not None:  # the built file, whole (its WAL folded in), for the next runs
@@ -546,6 +551,52 @@ def run_backend(name: str, url: str, kept: bool = False, keep_to: Path | None = 
             print("      " + " ".join(statement.split())[:300])
             print(plan(conn, statement, params))
     engine.dispose()
+    return {"kinds": figures, "bytes": size["total"], "observations": built["observations"]}
+
+
+AT_SCALE = 5_000_000
+"""Issue 20's history targets are set at this many observations."""
+HISTORY_TARGETS = {
+    "history raw, one offer (~24 prices)": 10.0,
+    "history day, one offer, a year": 10.0,
+    "diff of two consecutive versions": 100.0,
+    "as_of a month back, listing (100)": 50.0,
+}
+"""p50 at most, ms (one offer's history, raw and by day; a consecutive diff; a pinned page)."""
+BYTES_TARGET = 120.0
+
+
+def verdicts(results: dict[str, dict[str, Any]]) -> list[targets.Verdict]:
+    """Issue 20's history targets that ``results`` (by database) can judge: on SQLite with
+    at least :data:`AT_SCALE` observations, the p50s of :data:`HISTORY_TARGETS` and the bytes
+    per observation; PostgreSQL's p50 of every kind both measured, and its bytes, within 2x
+    SQLite's, at any size (labelled with its observations)."""
+    found: list[targets.Verdict] = []
+    lite = results.get("sqlite")
+    if lite and lite["observations"] >= AT_SCALE:
+        n = f"SQLite {lite['observations']:,}"
+        for label, limit in HISTORY_TARGETS.items():
+            if label in lite["kinds"]:
+                p50 = lite["kinds"][label]["p50_ms"]
+                found.append(targets.at_most(f"{n}: {label} p50", p50, limit, " ms"))
+        found.append(
+            targets.at_most(f"{n}: bytes per observation", lite["bytes"], BYTES_TARGET, "")
+        )
+    elif lite:
+        print(
+            f"\n(issue 20's history targets are set at {AT_SCALE:,} observations: "
+            f"not judged at {lite['observations']:,})"
+        )
+    pg = results.get("postgresql")
+    if lite and pg:
+        at = f"PostgreSQL {pg['observations']:,}"
+        for label, figure in pg["kinds"].items():
+            if label in lite["kinds"] and lite["kinds"][label]["p50_ms"] > 0:
+                ratio = figure["p50_ms"] / lite["kinds"][label]["p50_ms"]
+                found.append(targets.at_most(f"{at}: {label} p50 / SQLite's", ratio, 2.0, "x"))
+        ratio = pg["bytes"] / lite["bytes"]
+        found.append(targets.at_most(f"{at}: bytes per observation / SQLite's", ratio, 2.0, "x"))
+    return found
 
 
 def after_compaction(engine: Engine, url: str, latest: int, hours: int) -> None:
@@ -620,6 +671,7 @@ def after_compaction(engine: Engine, url: str, latest: int, hours: int) -> None:
 
 def main() -> None:
     install()  # the first ingest writes its alert events, as the CLI's does
+    results: dict[str, dict[str, Any]] = {}
     if "sqlite" in BACKENDS:
         sizes = f"{N}-{OBSERVATIONS}-{CHANGES}-{HOT}"
         kept = Path(KEEP or Path(tempfile.gettempdir()) / f"gpuatlas-bench-history-{sizes}.db")
@@ -628,9 +680,9 @@ def main() -> None:
             if kept.exists():
                 print(f"  the kept {kept} (delete it to rebuild)")
                 shutil.copyfile(kept, path)
-                run_backend("sqlite", f"sqlite:///{path}", kept=True)
+                results["sqlite"] = run_backend("sqlite", f"sqlite:///{path}", kept=True)
             else:
-                run_backend("sqlite", f"sqlite:///{path}", keep_to=kept)
+                results["sqlite"] = run_backend("sqlite", f"sqlite:///{path}", keep_to=kept)
     pg = os.environ.get("GPUATLAS_TEST_POSTGRES_URL")
     if pg and "postgresql" in BACKENDS:
         from service.core.db import normalize_url
@@ -640,10 +692,11 @@ def main() -> None:
             url, exists = kept_pg_database(
                 normalize_url(pg), f"gpuatlas_bench_history_{N}_{OBSERVATIONS}_{CHANGES}_{HOT}"
             )
-            run_backend("postgresql", url, kept=exists)
-            return
-        with pg_database(normalize_url(pg)) as url:
-            run_backend("postgresql", url)
+            results["postgresql"] = run_backend("postgresql", url, kept=exists)
+        else:
+            with pg_database(normalize_url(pg)) as url:
+                results["postgresql"] = run_backend("postgresql", url)
+    targets.print_verdicts(verdicts(results))
 
 
 if __name__ == "__main__":

@@ -62,6 +62,7 @@ from service.query.offers import After, list_offers
 from service.query.sql import SORT_KEYS
 from service.query.versions import current_version
 from tests.bench import api as bench_api
+from tests.bench import targets
 from tests.bench.api import free_port, serve
 
 N = int(os.environ.get("GPUATLAS_BENCH_LISTING_OFFERS", "200000"))
@@ -405,7 +406,8 @@ def report(label: str, combos: list[Combo], mode: str) -> dict[str, float]:
     return figure
 
 
-def run_backend(name: str, url: str, seed: int) -> None:
+def run_backend(name: str, url: str, seed: int) -> dict[str, dict[str, float]]:
+    """The mix on one database; its figures (:func:`report`'s) by kind, for :func:`verdicts`."""
     print(f"\n[{name}]")
     engine = make_engine(url)
     with engine.connect() as conn:
@@ -452,14 +454,16 @@ def run_backend(name: str, url: str, seed: int) -> None:
             proc.terminate()
             proc.wait(timeout=30)
     timed = [c for c in combos if c.times["direct"] > 0]
-    report("in process (computed)", timed, "direct")
+    figures = {"computed": report("in process (computed)", timed, "direct")}
     current = [c for c in timed if "as_of" not in c.params]
     report("  of which current (no as_of)", current, "direct")
     report("  of which as_of (pinned)", [c for c in timed if "as_of" in c.params], "direct")
     report("in process, this process's CPU", timed, "cpu")
     if HTTP:
         report("HTTP no-cache (computed)", timed, "http")
-        report("HTTP cached", [c for c in timed if "cached" in c.times], "cached")
+        figures["cached"] = report(
+            "HTTP cached", [c for c in timed if "cached" in c.times], "cached"
+        )
     by_sort: dict[str, list[float]] = {}
     for c in timed:
         by_sort.setdefault(c.sort, []).append(c.times["direct"])
@@ -480,6 +484,25 @@ def run_backend(name: str, url: str, seed: int) -> None:
         )
         print(plan)
     engine.dispose()
+    return figures
+
+
+def verdicts(figures: dict[str, dict[str, dict[str, float]]]) -> list[targets.Verdict]:
+    """Issue 20's listing targets that ``figures`` (by database, then kind) can judge: on
+    SQLite p50 <= 10 ms and p99 <= 50 ms computed, p99 <= 2 ms cached (over HTTP); on
+    PostgreSQL each of those within 2x SQLite's."""
+    found: list[targets.Verdict] = []
+    lite = figures.get("sqlite", {})
+    limits = (("computed", "p50", 10.0), ("computed", "p99", 50.0), ("cached", "p99", 2.0))
+    for kind, p, limit in limits:
+        if p in lite.get(kind, {}):
+            found.append(targets.at_most(f"SQLite {kind} {p}", lite[kind][p], limit, " ms"))
+    pg = figures.get("postgresql", {})
+    for kind, p, _ in limits:
+        if p in pg.get(kind, {}) and lite.get(kind, {}).get(p):
+            ratio = pg[kind][p] / lite[kind][p]
+            found.append(targets.at_most(f"PostgreSQL {kind} {p} / SQLite's", ratio, 2.0, "x"))
+    return found
 
 
 def main() -> None:
@@ -489,9 +512,10 @@ def main() -> None:
         f"  listing mix: {MIX} combinations, seed {seed} "
         f"(GPUATLAS_BENCH_LISTING_SEED={seed} repeats it), {N:,} offers"
     )
+    figures: dict[str, dict[str, dict[str, float]]] = {}
     if "sqlite" in bench_api.BACKENDS:
         with sqlite_catalog() as url:
-            run_backend("sqlite", url, seed)
+            figures["sqlite"] = run_backend("sqlite", url, seed)
     pg = os.environ.get("GPUATLAS_TEST_POSTGRES_URL")
     if pg and "postgresql" in bench_api.BACKENDS:
         from service.core.db import normalize_url
@@ -499,11 +523,12 @@ def main() -> None:
 
         if PG_KEEP:
             with postgres_catalog(normalize_url(pg)) as url:
-                run_backend("postgresql", url, seed)
-            return
-        with pg_database(normalize_url(pg)) as url:
-            build(url)
-            run_backend("postgresql", url, seed)
+                figures["postgresql"] = run_backend("postgresql", url, seed)
+        else:
+            with pg_database(normalize_url(pg)) as url:
+                build(url)
+                figures["postgresql"] = run_backend("postgresql", url, seed)
+    targets.print_verdicts(verdicts(figures))
 
 
 @contextmanager

@@ -52,6 +52,7 @@ from service.catalog.results import CrawlResult
 from service.catalog.snapshot import ingest_jsonl
 from service.core.db import normalize_url
 from service.crawl.run import crawl_source
+from tests.bench import targets
 from tests.bench.ingest import iter_synthetic, prepared
 from tests.support.peer_csv import GPUHUNT_HEADER
 from tests.support.pg import pg_database
@@ -330,13 +331,13 @@ PG_TARGET = 2.0
 """PostgreSQL within this many times SQLite's figure, each step and size."""
 
 
-def verdicts(results: dict[tuple[str, int], list[Step]]) -> list[tuple[str, str, bool]]:
+def verdicts(results: dict[tuple[str, int], list[Step]]) -> list[targets.Verdict]:
     """Each of issue 20's end-to-end targets these results can judge, as (target, the
     figure measured, met): the SQLite times at 200,000 offers, the peak RSS of each
     database and size, SQLite's 1,000,000 against its 200,000 offers, and PostgreSQL
     against SQLite at each size. A target whose figures were not measured (a size or database not run) is
     left out."""
-    found: list[tuple[str, str, bool]] = []
+    found: list[targets.Verdict] = []
     small = {s.label: s for s in results.get(("SQLite", TARGET_SIZE), [])}
     for label, limit in STEP_TARGETS.items():
         if label in small:
@@ -388,13 +389,7 @@ def verdicts(results: dict[tuple[str, int], list[Step]]) -> list[tuple[str, str,
 
 
 def print_verdicts(results: dict[tuple[str, int], list[Step]]) -> None:
-    found = verdicts(results)
-    if not found:
-        return
-    met = sum(ok for *_, ok in found)
-    print(f"\nissue 20's targets: {met} of {len(found)} met")
-    for target, figure, ok in found:
-        print(f"  {'met    ' if ok else 'NOT MET'}  {target}: {figure}")
+    targets.print_verdicts(verdicts(results))
 
 
 def main() -> None:
