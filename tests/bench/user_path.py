@@ -335,56 +335,31 @@ def verdicts(results: dict[tuple[str, int], list[Step]]) -> list[targets.Verdict
     """Each of issue 20's end-to-end targets these results can judge, as (target, the
     figure measured, met): the SQLite times at 200,000 offers, the peak RSS of each
     database and size, SQLite's 1,000,000 against its 200,000 offers, and PostgreSQL
-    against SQLite at each size. A target whose figures were not measured (a size or database not run) is
-    left out."""
+    against SQLite at each size. A target whose figures were not measured (a size or
+    database not run) is left out."""
     found: list[targets.Verdict] = []
     small = {s.label: s for s in results.get(("SQLite", TARGET_SIZE), [])}
     for label, limit in STEP_TARGETS.items():
         if label in small:
-            seconds = small[label].seconds
-            found.append(
-                (
-                    f"SQLite {TARGET_SIZE:,}: {label} <= {limit:g} s",
-                    f"{seconds:.2f} s",
-                    seconds <= limit,
-                )
-            )
+            target = f"SQLite {TARGET_SIZE:,}: {label}"
+            found.append(targets.at_most(target, small[label].seconds, limit, " s"))
     for (kind, n), steps in results.items():
         rss = [s.peak_rss_mb for s in steps if s.peak_rss_mb is not None]
         if rss:
-            top = max(rss)
-            found.append(
-                (
-                    f"{kind} {n:,}: peak RSS <= {RSS_TARGET_MB:g} MB",
-                    f"{top:.0f} MB",
-                    top <= RSS_TARGET_MB,
-                )
-            )
+            target = f"{kind} {n:,}: peak RSS"
+            found.append(targets.at_most(target, max(rss), RSS_TARGET_MB, " MB"))
     # the scaling target is SQLite's; PostgreSQL's is its ratio to SQLite at each size
     base, scaled = results.get(("SQLite", TARGET_SIZE)), results.get(("SQLite", SCALED_SIZE))
     if base and scaled:
         for a, b in zip(base, scaled, strict=True):
-            ratio = b.seconds / a.seconds
-            found.append(
-                (
-                    f"SQLite: {a.label}, {SCALED_SIZE:,} / {TARGET_SIZE:,} <= {SCALE_TARGET:g}x",
-                    f"{ratio:.2f}x",
-                    ratio <= SCALE_TARGET,
-                )
-            )
+            target = f"SQLite: {a.label}, {SCALED_SIZE:,} / {TARGET_SIZE:,}"
+            found.append(targets.at_most(target, b.seconds / a.seconds, SCALE_TARGET, "x"))
     for (kind, n), steps in results.items():
         sqlite = results.get(("SQLite", n))
-        if kind != "PostgreSQL" or not sqlite:
-            continue
-        for pg, lite in zip(steps, sqlite, strict=True):
-            ratio = pg.seconds / lite.seconds
-            found.append(
-                (
-                    f"PostgreSQL {n:,}: {pg.label} <= {PG_TARGET:g}x SQLite",
-                    f"{ratio:.2f}x",
-                    ratio <= PG_TARGET,
-                )
-            )
+        if kind == "PostgreSQL" and sqlite:
+            for pg, lite in zip(steps, sqlite, strict=True):
+                target = f"PostgreSQL {n:,}: {pg.label} / SQLite's"
+                found.append(targets.at_most(target, pg.seconds / lite.seconds, PG_TARGET, "x"))
     return found
 
 
