@@ -551,7 +551,12 @@ def run_backend(
             print("      " + " ".join(statement.split())[:300])
             print(plan(conn, statement, params))
     engine.dispose()
-    return {"kinds": figures, "bytes": size["total"], "observations": built["observations"]}
+    return {
+        "kinds": figures,
+        "bytes": size["total"],
+        "observations": built["observations"],
+        "asked": OBSERVATIONS,  # the build's target (it lands a few short: whole crawls)
+    }
 
 
 AT_SCALE = 5_000_000
@@ -567,13 +572,14 @@ BYTES_TARGET = 120.0
 
 
 def verdicts(results: dict[str, dict[str, Any]]) -> list[targets.Verdict]:
-    """Issue 20's history targets that ``results`` (by database) can judge: on SQLite with
-    at least :data:`AT_SCALE` observations, the p50s of :data:`HISTORY_TARGETS` and the bytes
-    per observation; PostgreSQL's p50 of every kind both measured, and its bytes, within 2x
-    SQLite's, at any size (labelled with its observations)."""
+    """Issue 20's history targets that ``results`` (by database) can judge: on SQLite built
+    for at least :data:`AT_SCALE` observations (``asked``; whole crawls land a few short),
+    the p50s of :data:`HISTORY_TARGETS` and the bytes per observation; PostgreSQL's p50 of
+    every kind both measured, and its bytes, within 2x SQLite's, at any size (labelled with
+    its observations)."""
     found: list[targets.Verdict] = []
     lite = results.get("sqlite")
-    if lite and lite["observations"] >= AT_SCALE:
+    if lite and lite["asked"] >= AT_SCALE:
         n = f"SQLite {lite['observations']:,}"
         for label, limit in HISTORY_TARGETS.items():
             if label in lite["kinds"]:
@@ -585,7 +591,7 @@ def verdicts(results: dict[str, dict[str, Any]]) -> list[targets.Verdict]:
     elif lite:
         print(
             f"\n(issue 20's history targets are set at {AT_SCALE:,} observations: "
-            f"not judged at {lite['observations']:,})"
+            f"not judged at {lite['asked']:,})"
         )
     pg = results.get("postgresql")
     if lite and pg:
