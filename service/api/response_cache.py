@@ -14,7 +14,8 @@ the date), and serves them again while the database is provably unchanged:
 
 An answer is stored only when the token read before the request equals the one read after
 it (no commit while it was computed) and the date did not change meanwhile; a token that
-cannot be read (database down, locked) sends the request through uncached. Each stored
+cannot be read (database down, locked) sends the request through uncached, marked
+``bypass``. Each stored
 answer keeps its content ETag (:func:`content_etag`), so a conditional request answered
 from here is compared without hashing the body again (the 304 is made outside, by
 :mod:`service.api.conditional`). Requests with ``Cache-Control: no-cache`` go through
@@ -22,7 +23,7 @@ from here is compared without hashing the body again (the 304 is made outside, b
 on the list: exports (streamed), history (its default window ends now), health, metrics,
 sources (next run times), feeds and subscriptions. Bounded in entries and bytes (least
 recently used out first); ``GPUATLAS_RESPONSE_CACHE_MB=0`` turns it off. Answers carry
-``X-Gpuatlas-Cache: hit`` or ``miss``.
+``X-Gpuatlas-Cache: hit``, ``miss`` or ``bypass``, counted by outcome in the metrics.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ RETRY_SECONDS = 1.0
 """After the token could not be read, how long requests go through without trying again."""
 HIT = (b"x-gpuatlas-cache", b"hit")
 MISS = (b"x-gpuatlas-cache", b"miss")
+BYPASS = (b"x-gpuatlas-cache", b"bypass")
+"""A cacheable request answered without the cache: its change token could not be read."""
 
 
 @dataclass(frozen=True)
@@ -164,6 +167,7 @@ class ResponseCache:
         self.size = 0
         self.hits = 0
         self.misses = 0
+        self.bypassed = 0
         self.enabled = max_bytes > 0 and self.token.usable
         self._seen: Any = None
 
@@ -195,7 +199,8 @@ class ResponseCache:
             self.size -= len(evicted.body)
 
     def counted(self, outcome: str) -> None:
-        """Report a ``hit`` or ``miss`` (and the bytes held) to the application's metrics."""
+        """Report a ``hit``, ``miss`` or ``bypass`` (and the bytes held) to the application's
+        metrics."""
         if self.on_outcome is not None:
             self.on_outcome(outcome, self.size)
 
@@ -213,8 +218,10 @@ class ResponseCacheMiddleware:
             return
         cache = self.cache
         before = await cache.token.read()
-        if before is None:
-            await self.app(scope, receive, send)
+        if before is None:  # the check failed (ChangeToken.read): computed, and said so
+            cache.bypassed += 1
+            cache.counted("bypass")
+            await self.app(scope, receive, _headed(send, BYPASS))
             return
         key = (scope["path"], scope.get("query_string", b""), datetime.now(UTC).date())
         entry = cache.lookup(key, before)
@@ -297,3 +304,14 @@ class ResponseCacheMiddleware:
         headers = [h for h in start["headers"] if h != MISS and h[0] != b"etag"]
         headers += [HIT, (b"etag", content_etag(body))]
         self.cache.store(key, Entry(start["status"], headers, body, route), token)
+
+
+def _headed(send: Send, header: tuple[bytes, bytes]) -> Send:
+    """``send`` with ``header`` added to the response's start."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", ()), header]}
+        await send(message)
+
+    return sending
