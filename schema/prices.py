@@ -278,8 +278,6 @@ OBS_GPU_HOUR_KEY_SQLITE = f"CAST(round(CAST({{column}} AS FLOAT) * {SORT_KEY_SCA
 """An observation's USD per GPU-hour sort key on SQLite (its text decimal as an exact
 integer x 10^10, exact below 10^5 USD), written out: SQLite uses an index on an expression
 only for the same expression, constants included (a bound parameter never matches)."""
-IN_FORCE = ("offer_id", "version_from", "version_to")
-"""After the price in the observations' price indexes: the offer, and the versions."""
 
 
 USD = "USD"
@@ -328,16 +326,14 @@ class PriceObservation(SQLModel, table=True):
         ),
         # a pinned (as_of) listing in its default order walks the observations by price
         # per GPU-hour (service.query.offers, _pinned_walk): on SQLite the exact integer key
-        # (the text decimal does not sort numerically), on PostgreSQL the NUMERIC itself
-        # (the versions too: whether a row was in force is read from the index alone)
+        # (the text decimal does not sort numerically), on PostgreSQL the NUMERIC itself;
+        # the price alone, each candidate's offer and versions read from its row (migration
+        # 0036: an entry that held the versions moved when its row was closed)
         Index(
             "ix_price_observation_gpu_hour_key",
             text(OBS_GPU_HOUR_KEY_SQLITE.format(column="gpu_hour_usd")),
-            *IN_FORCE,
         ).ddl_if(dialect="sqlite"),
-        Index("ix_price_observation_gpu_hour", "gpu_hour_usd", *IN_FORCE).ddl_if(
-            dialect="postgresql"
-        ),
+        Index("ix_price_observation_gpu_hour", "gpu_hour_usd").ddl_if(dialect="postgresql"),
     )
 
     id: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})

@@ -397,9 +397,9 @@ def _pinned_walk(
     limit: int,
 ) -> list[int] | None:
     """The ids of a pinned page in the default order (USD per GPU-hour) read along the
-    observations' price index (``ix_price_observation_gpu_hour[_key]``, which holds the
-    versions too), or None when the walk cannot tell: then every match is sorted
-    (:func:`_pinned_page`).
+    observations' price index (``ix_price_observation_gpu_hour[_key]``, the price alone:
+    each candidate's offer and versions are read from its row), or None when the walk
+    cannot tell: then every match is sorted (:func:`_pinned_page`).
 
     Every observation of every version is in the index, and those in force at ``version``
     are a fraction of them (one in 25 a month back in the history benchmark), so the walk

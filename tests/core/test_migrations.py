@@ -356,7 +356,7 @@ GPU_HOUR_INDEX = {
 def _gpu_hour_index_roundtrip(url: str) -> None:
     """0023 indexes the observations by price per GPU-hour (SQLite: the exact integer key as
     the listing writes it; PostgreSQL: the NUMERIC) and takes the index away again."""
-    upgrade(url)
+    upgrade(url, "0035")  # 0036 narrows it
     engine = make_engine(url)
     try:
         with engine.connect() as conn:
@@ -370,7 +370,7 @@ def _gpu_hour_index_roundtrip(url: str) -> None:
         downgrade(url, "0022")
         with engine.connect() as conn:
             assert conn.execute(ask).scalar() is None
-        upgrade(url)
+        upgrade(url, "0035")
         with engine.connect() as conn:
             assert conn.execute(ask).scalar() == definition
     finally:
@@ -1274,3 +1274,45 @@ def test_sqlite_observation_fx_date_not_a_date_is_refused(tmp_path) -> None:  # 
             assert conn.execute(text(FX_DATES)).all() == before
     finally:
         engine.dispose()
+
+
+def _price_walk_index(engine: Any) -> str | None:
+    with engine.connect() as conn:
+        return conn.execute(text(GPU_HOUR_INDEX[engine.dialect.name])).scalar()
+
+
+def _price_walk_roundtrip(url: str) -> None:
+    """0036 narrows the price walk index to the price alone and restores the offer and
+    the versions on the way down."""
+    upgrade(url, "0035")
+    engine = make_engine(url)
+    try:
+        before = _price_walk_index(engine)
+        assert before is not None and "version_to" in before
+        upgrade(url, "0036")
+        engine.dispose()
+        after = _price_walk_index(engine)
+        assert after is not None
+        if engine.dialect.name == "sqlite":
+            key = OBS_GPU_HOUR_KEY_SQLITE.format(column="gpu_hour_usd")
+            assert after.endswith(f"({key})")
+        else:
+            assert after.endswith("(gpu_hour_usd)")
+        downgrade(url, "0035")
+        engine.dispose()
+        assert _price_walk_index(engine) == before
+        upgrade(url)
+        engine.dispose()
+        assert _price_walk_index(engine) == after
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_observation_price_walk_index_up_down_up(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _price_walk_roundtrip(f"sqlite:///{tmp_path / 'm.db'}")
+
+
+@pytest.mark.postgres
+def test_postgres_observation_price_walk_index_up_down_up() -> None:
+    with scratch_pg_database() as url:
+        _price_walk_roundtrip(url)

@@ -251,7 +251,7 @@ def the_walk_reads_the_price_index(engine: Engine, latest: int) -> None:
         for statement, parameters in walked:
             plan = " ".join(str(r) for r in conn.exec_driver_sql(explain + statement, parameters))
             assert index in plan, (statement, plan)
-            if dialect == "sqlite":  # in the index's order (descending: ties sorted by id)
+            if dialect == "sqlite":  # in the index's order; only ties are sorted (by offer)
                 assert "TEMP B-TREE FOR ORDER BY" not in plan, (statement, plan)
 
 
