@@ -6,8 +6,8 @@ the pinned walk (``service.query.offers._pinned_walk``) could tell from the inde
 whether a row was in force at its version. The walk now reads each candidate's row by id
 for its offer and versions (and orders the rows of one price by offer itself). An entry
 no longer moves when its row is closed (``version_to`` was part of the key: on SQLite each
-close deleted the entry and inserted it again, at a random place), and is a third of its
-size on SQLite, under half on PostgreSQL: 127.0 -> 116.4 bytes per observation on SQLite
+close deleted the entry and inserted it again, at a random place), and the index is 40 %
+smaller on SQLite, a third smaller on PostgreSQL: 127.0 -> 116.4 bytes per observation on SQLite
 at 5,000,000 observations as a catalog grows, for a few ms more on an ``as_of`` page
 (docs/benchmarks.md, "Ninth round"). The index is built again on both databases (one
 sort of the table); the downgrade restores it.
