@@ -353,26 +353,28 @@ GPU_HOUR_INDEX = {
 }
 
 
+def _price_walk_index(engine: Any) -> str | None:
+    """The stored definition of the observations' price walk index (None: there is none)."""
+    with engine.connect() as conn:
+        return conn.execute(text(GPU_HOUR_INDEX[engine.dialect.name])).scalar()
+
+
 def _gpu_hour_index_roundtrip(url: str) -> None:
     """0023 indexes the observations by price per GPU-hour (SQLite: the exact integer key as
     the listing writes it; PostgreSQL: the NUMERIC) and takes the index away again."""
     upgrade(url, "0035")  # 0036 narrows it
     engine = make_engine(url)
     try:
-        with engine.connect() as conn:
-            ask = text(GPU_HOUR_INDEX[conn.dialect.name])
-            definition = conn.execute(ask).scalar()
+        definition = _price_walk_index(engine)
         assert definition is not None
         if engine.dialect.name == "sqlite":
             assert OBS_GPU_HOUR_KEY_SQLITE.format(column="gpu_hour_usd") in definition
         else:
             assert "(gpu_hour_usd, offer_id, version_from, version_to)" in definition
         downgrade(url, "0022")
-        with engine.connect() as conn:
-            assert conn.execute(ask).scalar() is None
+        assert _price_walk_index(engine) is None
         upgrade(url, "0035")
-        with engine.connect() as conn:
-            assert conn.execute(ask).scalar() == definition
+        assert _price_walk_index(engine) == definition
     finally:
         engine.dispose()
 
@@ -1274,11 +1276,6 @@ def test_sqlite_observation_fx_date_not_a_date_is_refused(tmp_path) -> None:  # 
             assert conn.execute(text(FX_DATES)).all() == before
     finally:
         engine.dispose()
-
-
-def _price_walk_index(engine: Any) -> str | None:
-    with engine.connect() as conn:
-        return conn.execute(text(GPU_HOUR_INDEX[engine.dialect.name])).scalar()
 
 
 def _price_walk_roundtrip(url: str) -> None:
