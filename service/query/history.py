@@ -64,20 +64,39 @@ def offer_history(
 ) -> list[dict[str, Any]]:
     """Every observation of an offer overlapping [start, end], oldest first. Raises
     :class:`NotFound` for an offer that does not exist."""
-    stmt = (
-        select(*HISTORY_COLUMNS)
-        .select_from(
-            with_versions(OBS.outerjoin(RUN_PAYLOAD, RUN_PAYLOAD.c.id == OBS.c.payload_id))
-        )
-        .where(*_overlapping(offer_id, start, end))
-    )
-    stmt = stmt.order_by(OBS_VALID_FROM, OBS.c.id)
-    result = conn.execute(stmt)
+    params: dict[str, Any] = {"offer_id": offer_id}
+    if start is not None:
+        params["start"] = start
+    if end is not None:
+        params["end"] = end
+    result = conn.execute(_history_statement(start is not None, end is not None), params)
     keys = tuple(result.keys())  # zip, not dict(RowMapping): a busy offer has 10^4 rows
     rows = [dict(zip(keys, row, strict=True)) for row in result]
     if not rows:
         _must_exist(conn, offer_id)
     return rows
+
+
+@cache
+def _history_statement(from_start: bool, to_end: bool) -> Select[Any]:
+    """The statement of :func:`offer_history`, built once per kind of window (as
+    :func:`_groups_statement`): building it and its cache key took as long as a typical
+    offer's read (0.16 of 0.36 ms on SQLite, 0.37 of 1.0 ms on PostgreSQL), with
+    parameters ``offer_id`` and, when bounded, ``start`` and ``end``."""
+    where = [OBS.c.offer_id == bindparam("offer_id")]
+    if from_start:
+        after = bindparam("start", type_=OBS.c.valid_to.type)
+        where.append(or_(OBS.c.version_to.is_(None), after < OBS_VALID_TO))
+    if to_end:
+        where.append(bindparam("end", type_=OBS.c.valid_from.type) >= OBS_VALID_FROM)
+    return (
+        select(*HISTORY_COLUMNS)
+        .select_from(
+            with_versions(OBS.outerjoin(RUN_PAYLOAD, RUN_PAYLOAD.c.id == OBS.c.payload_id))
+        )
+        .where(*where)
+        .order_by(OBS_VALID_FROM, OBS.c.id)
+    )
 
 
 def _must_exist(conn: Connection, offer_id: int) -> None:
@@ -87,17 +106,6 @@ def _must_exist(conn: Connection, offer_id: int) -> None:
     exists_stmt = select(OFFER.c.id).where(OFFER.c.id == offer_id)
     if conn.execute(exists_stmt).first() is None:
         raise NotFound(f"offer {offer_id} does not exist")
-
-
-def _overlapping(
-    offer_id: int, start: datetime | None, end: datetime | None
-) -> list[ColumnElement[bool]]:
-    where = [OBS.c.offer_id == offer_id]
-    if start is not None:
-        where.append(or_(OBS.c.version_to.is_(None), start < OBS_VALID_TO))
-    if end is not None:
-        where.append(end >= OBS_VALID_FROM)
-    return where
 
 
 Resolution = Literal["day", "week"]

@@ -7,6 +7,7 @@ over several versions, so every kind of change and every paging boundary is cros
 
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -84,6 +85,7 @@ def test_reads_through_time_match_the_observations(engine: Engine, settings: Set
     change_feed_matches(engine, catalog)
     as_of_listings_match(engine, catalog)
     history_is_every_observation_in_time_order(engine, catalog)
+    history_windows_are_the_overlapping_observations(engine, catalog)
 
 
 def diffs_match(engine: Engine, catalog: tuple[int, list[dict[str, Any]]]) -> None:
@@ -245,6 +247,36 @@ def history_is_every_observation_in_time_order(
             assert [(h["id"], h["amount"], h["version_to"]) for h in got] == [
                 (r["id"], r["amount"], r["version_to"]) for r in mine
             ]
+
+
+def history_windows_are_the_overlapping_observations(
+    engine: Engine, catalog: tuple[int, list[dict[str, Any]]]
+) -> None:
+    """``from`` / ``to``: the observations whose [valid_from, valid_to) overlaps [start,
+    end], each bound given alone and both, at every instant an observation starts or ends
+    and a microsecond either side of it (the bounds' comparisons off by one fail here)."""
+    _, rows = catalog
+    tick = timedelta(microseconds=1)
+    with engine.connect() as conn:
+        for offer_id in sorted({r["offer_id"] for r in rows}):
+            full = offer_history(conn, offer_id)
+            instants = {h["valid_from"] for h in full} | {
+                h["valid_to"] for h in full if h["valid_to"] is not None
+            }
+            bounds = sorted({t + d for t in instants for d in (-tick, timedelta(0), tick)})
+            for start, end in [
+                *((t, None) for t in bounds),
+                *((None, t) for t in bounds),
+                *zip(bounds, bounds[2:], strict=False),
+            ]:
+                expected = [
+                    h["id"]
+                    for h in full
+                    if (start is None or h["valid_to"] is None or start < h["valid_to"])
+                    and (end is None or end >= h["valid_from"])
+                ]
+                got = offer_history(conn, offer_id, start, end)
+                assert [h["id"] for h in got] == expected, (offer_id, start, end)
 
 
 def test_a_diffs_work_does_not_grow_with_an_offers_history(sqlite_url: str) -> None:
