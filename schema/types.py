@@ -8,7 +8,7 @@ PostgreSQL. :class:`UTCDateTime` refuses naive datetimes and always returns awar
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
-from decimal import Decimal
+from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal
 from typing import Any
 
 from sqlalchemy import BigInteger, Date, DateTime, Dialect, Integer, LargeBinary, Numeric, String
@@ -63,8 +63,25 @@ class DecimalType(TypeDecorator[Decimal]):
         if value is None:
             return None
         if isinstance(value, Decimal):  # NUMERIC(28, 10) pads: drop the padding zeros
-            return Decimal(decimal_to_text(value))
-        return Decimal(str(value))
+            return unpadded(value)
+        return Decimal(value if isinstance(value, str) else str(value))
+
+
+_ONE = Decimal(1)
+_EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)
+"""Arithmetic that never rounds: what a column of this type returns may be a sum or an
+average with more digits than the default context's 28."""
+
+
+def unpadded(value: Decimal) -> Decimal:
+    """A decimal PostgreSQL returned as its canonical text reads back
+    (``Decimal(decimal_to_text(value))``: no trailing zeros, never a positive exponent),
+    without the text: a whole number quantized to units, any other normalized (which then
+    only strips trailing zeros), both exactly. Called for every decimal PostgreSQL
+    returns; under half the time of the text's round trip."""
+    if value == value.to_integral_value():
+        return value.quantize(_ONE, context=_EXACT) if value else Decimal(0)  # "0", not -0
+    return value.normalize(_EXACT)
 
 
 class UTCDateTime(TypeDecorator[datetime]):
