@@ -6,6 +6,7 @@ gives."""
 from __future__ import annotations
 
 from decimal import Decimal
+from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -83,7 +84,7 @@ def test_edges() -> None:
     assert str(unpadded(padded(Decimal("2.50")))) == "2.5"
 
 
-def test_both_databases_read_back_the_canonical_values(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_both_databases_read_back_the_canonical_values(tmp_path: Path) -> None:
     sqlite = create_engine(f"sqlite:///{tmp_path / 'amounts.db'}")
     with scratch_pg_database() as url:
         for engine in (sqlite, create_engine(url)):
