@@ -139,8 +139,9 @@ def ingest_jsonl(
     """Ingest a JSON Lines file as one crawl of ``source`` (default: the file's stem).
 
     The file is the crawl's one payload: when it is byte-identical to the last good
-    crawl's of ``source`` (same path too) and the reference data is the same, the run is
-    confirmed without reading the records (see :mod:`~service.catalog.unchanged`).
+    crawl's of ``source`` (wherever either is: the records are the file's lines) and the
+    reference data is the same, the run is confirmed without reading the records (see
+    :mod:`~service.catalog.unchanged`).
     ``on_progress``: lines read, as :func:`~service.catalog.ingest.ingest` reports them
     (not called for a confirmed file)."""
     source = source or path.stem
@@ -149,7 +150,9 @@ def ingest_jsonl(
     run_id = start_crawl_run(engine, source, trigger=trigger)
     try:
         if complete:
-            confirmed = confirm_unchanged(engine, source, run_id, [payload], [url], None)
+            confirmed = confirm_unchanged(
+                engine, source, run_id, [payload], [url], None, compare_urls=False
+            )
             if confirmed is not None:
                 return confirmed
         records = read_jsonl(path, source)

@@ -128,10 +128,17 @@ def confirm_unchanged(
     parser_version: str | None,
     log: str | None = None,
     now: datetime | None = None,
+    *,
+    compare_urls: bool = True,
 ) -> IngestResult | None:
     """Record crawl run ``run_id`` as a repeat of the last good crawl of ``source`` when its
     payloads (url and sha256, in order), parser version and reference data are the same;
-    None (nothing written) otherwise. One transaction, under the ingest lock."""
+    None (nothing written) otherwise. One transaction, under the ingest lock.
+
+    ``compare_urls`` False: the payloads' bodies alone are compared (sha256, in order), for
+    a crawl whose records do not depend on where its payloads were read: ``ingest --file``,
+    whose records are the file's lines (a crawl's parser may read its URL: a region in an
+    index file's path)."""
     if not payloads:
         return None
     hashes = [(p.url, p.sha256) for p in payloads]  # hashed before the lock is taken
@@ -162,7 +169,13 @@ def confirm_unchanged(
             .where(RUN_PAYLOAD.c.crawl_run_id == last.id)
             .order_by(RUN_PAYLOAD.c.id)
         ).all()
-        if [(clip(url, 2048) or "", sha) for url, sha in hashes] != [tuple(r) for r in stored]:
+        if compare_urls:
+            same = [(clip(url, 2048) or "", sha) for url, sha in hashes] == [
+                tuple(r) for r in stored
+            ]
+        else:
+            same = [sha for _, sha in hashes] == [sha for _, sha in stored]
+        if not same:
             return None
         digest = reference_digest(conn)
         if digest != last.reference_digest:

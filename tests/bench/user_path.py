@@ -13,8 +13,11 @@ rates in force), it runs ``gpuatlas`` in a child process and times:
 * ``gpuatlas ingest bench --file changed.jsonl``, right after: the same offers, 5 %
   repriced (the lines the first ingest recorded are skipped: docs/ingest.md);
 * the same command again, twice: an unchanged re-ingest, confirmed whole;
-* the same file copied elsewhere: the whole-payload shortcut compares the path too, so
-  this one reads the file line by line (every line skipped);
+* the same file copied elsewhere: confirmed whole as well (a file's records are its lines,
+  wherever it is);
+* that copy with ``--no-complete``: the whole-file shortcut is not taken, so this one reads
+  the file line by line (every line skipped: the path of any re-ingest whose file differs
+  from the last one in a few lines);
 * ``gpuatlas crawl gpuhunt:gcp --from-file gcp.csv``: a real source's parser on a
   synthetic gpuhunt catalog CSV of ``n`` rows.
 
@@ -217,9 +220,13 @@ def user_steps(url: str, n: int, files: Files) -> list[Step]:
         # the same file again: confirmed whole (unchanged.py) ...
         ("unchanged re-ingest", ["ingest", "bench", "--file", str(files.changed)]),
         ("unchanged again (confirmed)", ["ingest", "bench", "--file", str(files.changed)]),
-        # the same bytes at another path: the whole-payload shortcut compares the path too,
-        # so this one reads every line (and skips those stored: service.catalog.lines)
+        # the same bytes at another path: confirmed whole too (the records are the lines)
         ("unchanged, file elsewhere", ["ingest", "bench", "--file", str(files.elsewhere)]),
+        # without --complete no shortcut: every line read, and skipped (service.catalog.lines)
+        (
+            "every line skipped",
+            ["ingest", "bench", "--file", str(files.elsewhere), "--no-complete"],
+        ),
         ("crawl gpuhunt:gcp --from-file", ["crawl", "gpuhunt:gcp", "--from-file", str(files.gcp)]),
     ):
         load = load_average()
@@ -236,8 +243,8 @@ def user_steps(url: str, n: int, files: Files) -> list[Step]:
 def core_steps(url: str, n: int, files: Files) -> list[float]:
     """The same work in this process: ``ingest()`` of pre-validated records (first, 5 %
     changed, the same again; the confirmed unchanged step: ``ingest_jsonl`` of the file,
-    twice, the second timed; the file elsewhere: ``ingest_jsonl``), then the crawl through
-    ``crawl_source``."""
+    twice, the second timed; the file elsewhere: ``ingest_jsonl``, then again with
+    ``complete=False``), then the crawl through ``crawl_source``."""
     engine, settings = prepared(url)
     try:
         first = list(iter_synthetic(n))
@@ -257,6 +264,11 @@ def core_steps(url: str, n: int, files: Files) -> list[float]:
         )
         seconds.append(
             timed_in_process(lambda: ingest_jsonl(engine, settings, files.elsewhere, "bench"))
+        )
+        seconds.append(
+            timed_in_process(
+                lambda: ingest_jsonl(engine, settings, files.elsewhere, "bench", complete=False)
+            )
         )
         seconds.append(
             timed_in_process(

@@ -70,11 +70,9 @@ def test_the_current_state_takes_a_few_dozen_bytes_an_offer(
     settings = Settings(database_url=url, environment="test", _env_file=None)  # type: ignore[call-arg]
     try:
         path = _file(tmp_path, OFFERS)
-        elsewhere = tmp_path / "elsewhere" / path.name
-        elsewhere.parent.mkdir()
-        shutil.copy(path, elsewhere)
-        for crawl_file in (path, elsewhere):  # the second (not the same path) records lines
-            assert ingest_jsonl(engine, settings, crawl_file, "acme").status.value == "ok"
+        for complete in (True, False):  # the second (the full path again) records lines
+            result = ingest_jsonl(engine, settings, path, "acme", complete=complete)
+            assert result.status.value == "ok"
         crawl = records(OFFERS)
         fresh = records(OFFERS, source="acme", region="elsewhere")
         with engine.connect() as conn:

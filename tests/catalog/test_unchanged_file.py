@@ -1,5 +1,5 @@
 """``gpuatlas ingest SRC --file F``: the file is the crawl's payload, and a byte-identical
-file at the same path is confirmed without reading a record (docs/ingest.md)."""
+file is confirmed without reading a record, wherever it is (docs/ingest.md)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ import pytest
 from sqlalchemy import Engine, select
 
 import service.catalog.snapshot as snapshot
-from schema.crawl import CrawlRun
+from schema.crawl import CrawlRun, CrawlRunPayload
 from service.catalog.snapshot import ingest_jsonl
 from service.compliance.reference_load import load_reference
 from service.core.config import REFERENCE_DIR, Settings
 from tests.support.factories import catalog_state, record, unmapped_occurrences
 
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]
+RUN_PAYLOAD = CrawlRunPayload.__table__  # type: ignore[attr-defined]
 
 
 def _write(path: Path, amount_of_first: str = "20.00") -> Path:
@@ -34,6 +35,17 @@ def _write(path: Path, amount_of_first: str = "20.00") -> Path:
 def _log(engine: Engine, run_id: int) -> str:
     with engine.connect() as conn:
         return conn.execute(select(RUN.c.log).where(RUN.c.id == run_id)).scalar() or ""
+
+
+def _payload_urls(engine: Engine, run_id: int) -> list[str]:
+    with engine.connect() as conn:
+        return list(
+            conn.execute(
+                select(RUN_PAYLOAD.c.url)
+                .where(RUN_PAYLOAD.c.crawl_run_id == run_id)
+                .order_by(RUN_PAYLOAD.c.id)
+            ).scalars()
+        )
 
 
 def _names(engine: Engine, run_id: int) -> list[list[object]]:
@@ -76,11 +88,21 @@ def test_an_identical_file_is_confirmed_without_reading_it(
     _write(path, amount_of_first="20.01")
     changed = ingest_jsonl(engine, settings, path, "mytool")
     assert len(reads) == 2 and changed.changed == 1
-    # the same bytes at another path: the full path too (the URL is part of the payload)
-    other = tmp_path / "copy.jsonl"
+    # the same bytes at another path: confirmed too (the records are the file's lines),
+    # and the run's payload row names the file it read
+    other = tmp_path / "elsewhere" / "copy.jsonl"
+    other.parent.mkdir()
     other.write_bytes(path.read_bytes())
+    before_move = catalog_state(engine)
     moved = ingest_jsonl(engine, settings, other, "mytool")
-    assert len(reads) == 3 and moved.status.value == "ok" and moved.changed == 0
+    assert len(reads) == 2 and moved.status.value == "ok" and moved.changed == 0
+    assert _log(engine, moved.crawl_run_id).startswith("unchanged:")
+    assert _payload_urls(engine, moved.crawl_run_id) == [other.resolve().as_uri()]
+    assert catalog_state(engine) == before_move
+    # a byte changed in the copy: the full path, wherever the file is
+    _write(other, amount_of_first="20.02")
+    changed_there = ingest_jsonl(engine, settings, other, "mytool")
+    assert len(reads) == 3 and changed_there.changed == 1
 
 
 def test_the_ingest_after_one_that_registered_a_provider_is_confirmed(
@@ -110,10 +132,8 @@ def test_the_ingest_after_one_that_registered_a_provider_is_confirmed(
     assert catalog_state(engine) == state
     confirmed = unmapped_occurrences(engine, "mytool")
 
-    # the full path for the same bytes (the same file at another path is another payload)
-    other = tmp_path / "copy.jsonl"
-    other.write_bytes(path.read_bytes())
-    full = ingest_jsonl(engine, settings, other, "mytool")
+    # the full path for the same bytes (without --complete the shortcut is not taken)
+    full = ingest_jsonl(engine, settings, path, "mytool", complete=False)
     assert not _log(engine, full.crawl_run_id).startswith("unchanged:")
     assert catalog_state(engine) == state
     assert second.counts == full.counts == {**first.counts, "added": 0}
@@ -128,5 +148,5 @@ def test_the_ingest_after_one_that_registered_a_provider_is_confirmed(
         assert confirmed[name] - before[name] == again[name] - confirmed[name], name
     assert again[("provider", "acme")] == 1
 
-    third = ingest_jsonl(engine, settings, other, "mytool")
+    third = ingest_jsonl(engine, settings, path, "mytool")
     assert _log(engine, third.crawl_run_id).startswith("unchanged:")
