@@ -5,7 +5,7 @@ that decides whether it may be applied.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cached_property, partial
@@ -21,7 +21,7 @@ from schema.records import OfferRecord
 from schema.types import decimal_to_text
 from service.catalog.columns import ACTIVE, KEY_SEP, Key
 from service.catalog.resolver import Resolver
-from service.catalog.state import DIGEST_BYTES, CurrentState, same_digest
+from service.catalog.state import DIGEST_BYTES, RECORD_SEP, CurrentState, folded, same_digest
 from service.core.config import Settings
 
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]
@@ -271,14 +271,15 @@ def load_current(conn: Connection, source: str, *, lines: bool = False) -> Curre
 
     The hot path of every re-crawl (hundreds of thousands of offers). The database
     assembles each offer's texts into one (no per-column conversion by the driver), read
-    :data:`STATE_CHUNK` rows at a time (a server-side cursor on PostgreSQL); Python joins
-    and splits each chunk in C and folds it into the arrays, so what the read holds beyond
-    the compact state is one chunk. The database's steps run without the GIL, so the
-    crawl's validation proceeds on the other core meanwhile (see
-    :func:`service.catalog.ingest.ingest`). Keys and states never hold the separators:
-    validated text holds no control characters."""
+    :data:`STATE_CHUNK` offers at a time (:func:`_state_chunks`). Each chunk is split and
+    folded into the arrays on a thread of its own while this one reads the next
+    (:func:`~service.catalog.state.folded`): the read is the database's work, without the
+    GIL, and the fold is the interpreter's, so the two take about as long as the longer
+    of them instead of their sum. What the read holds beyond the compact state is three
+    chunks at most (about 3 MB each). The crawl's validation proceeds on the other core
+    meanwhile (see :func:`service.catalog.ingest.ingest`). Keys and states never hold the
+    separators: validated text holds no control characters."""
     dialect = conn.dialect.name
-    one, tables = _offer_sql(dialect, lines)
     driver: Any = conn.connection.driver_connection
     count = "SELECT count(*) FROM offer WHERE source = " + (
         "%s" if dialect == "postgresql" else "?"
@@ -290,20 +291,58 @@ def load_current(conn: Connection, source: str, *, lines: bool = False) -> Curre
     finally:
         counter.close()
     current = CurrentState(partial(read_current, conn), expected)
-    add, first = current.add, itemgetter(0)
+    add = current.add
+    folded(_state_chunks(driver, dialect, source, lines), lambda text: add(text, lines=lines))
+    return current
+
+
+def _state_chunks(driver: Any, dialect: str, source: str, lines: bool) -> Iterator[str]:
+    """The offers of ``source`` as :func:`_offer_sql` gives them, each chunk of up to
+    :data:`STATE_CHUNK` offers as one text (joined by RECORD_SEP).
+
+    PostgreSQL: a server-side cursor, fetched a chunk at a time. SQLite: each chunk is one
+    row, assembled by the database in one step (``group_concat`` over a range of the unique
+    key, ending where a walk of the index finds the chunk's last key): the driver releases
+    the GIL around each step and must win it back after, so a row per offer would wait
+    for the thread folding the chunks once per offer (see :func:`read_current`)."""
+    one, tables = _offer_sql(dialect, lines)
     if dialect == "postgresql":
         cursor = driver.cursor(name="gpuatlas_current_state")
-        sql, marker = f"SELECT {one} FROM {tables} WHERE source = %s", (source,)
-    else:
-        cursor = driver.cursor()
-        sql, marker = f"SELECT {one} FROM {tables} WHERE source = ?", (source,)
+        try:
+            cursor.execute(f"SELECT {one} FROM {tables} WHERE source = %s", (source,))
+            first = itemgetter(0)
+            while rows := cursor.fetchmany(STATE_CHUNK):
+                yield RECORD_SEP.join(map(first, rows))
+        finally:
+            cursor.close()
+        return
+    key = ", ".join(KEY_COLUMNS)
+    marks = ", ".join("?" * len(KEY_COLUMNS))
+    after, until = f" AND ({key}) > ({marks})", f" AND ({key}) <= ({marks})"
+    # the key ending a chunk: a walk of the unique index alone
+    end = f"SELECT {key} FROM offer WHERE source = ?{{}} ORDER BY {key} LIMIT 1 OFFSET {{}}"
+    chunk = f"SELECT group_concat({one}, char({ord(RECORD_SEP)})) FROM {tables} WHERE source = ?"
+    cursor = driver.cursor()
     try:
-        cursor.execute(sql, marker)
-        while rows := cursor.fetchmany(STATE_CHUNK):
-            add(RECORD_SEP.join(map(first, rows)).split(RECORD_SEP), lines=lines)
-        return current
+        start: tuple[str, ...] = ()
+        while True:
+            lower = after if start else ""
+            cursor.execute(end.format(lower, STATE_CHUNK - 1), (source, *start))
+            last = cursor.fetchone()
+            upper = until if last is not None else ""
+            cursor.execute(chunk + lower + upper, (source, *start, *(last or ())))
+            text = cursor.fetchone()[0]
+            if text:
+                yield text
+            if last is None:
+                return
+            start = tuple(last)
     finally:
         cursor.close()
+
+
+KEY_COLUMNS = ("provider", "sku", "region", "price_kind", "unit")
+"""An offer's identity within its source, in the order of the unique key."""
 
 
 def read_current(conn: Connection, ids: list[int]) -> dict[int, Current]:
@@ -347,14 +386,11 @@ def read_current(conn: Connection, ids: list[int]) -> dict[int, Current]:
 READ_CHUNK = 900
 """Offer ids per statement of :func:`read_current` (SQLite's default limit of bound
 parameters was 999 before 3.32)."""
-RECORD_SEP = "\x1e"
-"""Between an offer's key and state (:func:`read_current`), between the texts of an offer
-and between offers (:func:`load_current`)."""
 GROUP_SEP = "\x1d"
 """Between offers in :func:`read_current`'s one row of a chunk (SQLite)."""
 STATE_CHUNK = 10_000
-"""Offers per fetch of :func:`load_current` (their texts, about 3 MB, are what the read
-holds on top of the compact state)."""
+"""Offers per chunk of :func:`load_current` (their texts, about 3 MB, are what each chunk
+held holds)."""
 
 
 def implausible(

@@ -110,9 +110,9 @@ def ingest(
     if iter(records) is records:  # a one-shot iterator: kept for a second pass
         records = list(records)
     # The first batches are validated on another thread while this one takes the lock,
-    # reads the source's current offers and stores the raw payloads: the read is one long
-    # database step and the payloads' compression a long zlib call, both without the GIL
-    # (see service.catalog.diff.load_current).
+    # reads the source's current offers and stores the raw payloads: the read is mostly
+    # the database's steps and the payloads' compression a long zlib call, both without
+    # the GIL (see service.catalog.diff.load_current).
     index = LineIndex() if isinstance(records, LineRecords) else None
     _compress_new(engine, crawl.payloads)  # on a thread of its own, meanwhile
     handle = StateHandle()  # the validator judges keys against the state once it is read

@@ -55,9 +55,9 @@ class JsonlRecords:
         :data:`~service.catalog.lines.Known` when an active offer holds its digest, else
         as :class:`~service.catalog.lines.Fresh` (see :mod:`service.catalog.lines`).
 
-        While the index is being read (the source's state: one long database step that
-        holds no interpreter lock), up to :data:`READ_AHEAD` lines are read and digested
-        ahead."""
+        While the index is being read (the source's state: the database's steps, which
+        hold no interpreter lock, and their folding), up to :data:`READ_AHEAD` lines are
+        read and digested ahead."""
         self.rejections.clear()
         reject, source = self.rejections.append, self.source
         with self.path.open("rb") as handle:

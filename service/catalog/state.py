@@ -31,6 +31,7 @@ compares are held exactly (:func:`amount_number`).
 
 from __future__ import annotations
 
+import queue
 import struct
 import threading
 from array import array
@@ -359,6 +360,45 @@ FIELDS = 6
 _UNSEEN = bytes(0 if active else 1 for active in range(256))
 """Whether an offer is active -> its mark before the crawl is read (only an active one can
 be withdrawn)."""
+
+
+def folded(chunks: Iterator[str], fold: Callable[[list[str]], None]) -> None:
+    """``fold(chunk.split(RECORD_SEP))`` for each of ``chunks``, in order, on a thread of its
+    own while this one produces the next chunk (at most one waits between them).
+
+    For a producer that mostly waits on the database without the GIL: the two overlap.
+    An error of either side stops both and is raised here once the thread has ended: the
+    fold's first error when there is one, else the reading's."""
+    waiting: queue.Queue[Any] = queue.Queue(maxsize=1)
+    failed: list[BaseException] = []
+
+    def consume() -> None:
+        while (chunk := waiting.get()) is not _DONE:
+            if failed:
+                continue  # drained: the producer stops at its next chunk
+            try:
+                fold(chunk.split(RECORD_SEP))
+            except BaseException as exc:  # raised on the producer's thread
+                failed.append(exc)
+
+    worker = threading.Thread(target=consume, name="gpuatlas-state", daemon=True)
+    worker.start()
+    try:
+        for chunk in chunks:
+            if failed:
+                break
+            waiting.put(chunk)
+    finally:
+        waiting.put(_DONE)
+        worker.join()
+        if failed:  # the fold's error wins (a reading's error, if any, is its context)
+            raise failed[0]
+
+
+RECORD_SEP = "\x1e"
+"""Between an offer's key and state (``service.catalog.diff.read_current``), between the
+texts of an offer and between offers (``load_current``'s chunks)."""
+_DONE: Any = object()
 
 
 class StateHandle:

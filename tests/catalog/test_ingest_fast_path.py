@@ -236,24 +236,63 @@ def _rows(current: CurrentState) -> set[tuple[int, int, bytes, int, int]]:
     }
 
 
+def _tricky(source: str) -> list[dict[str, Any]]:
+    """Keys next to each other in the unique key's order: one SKU a prefix of another,
+    non-ASCII text, the same SKU and region at two price kinds and two units."""
+    skus = ("x", "x-1", "x1", "xé", "x日本", "X", "x\u00a0y")
+    out = [record(i, source=source, sku=sku) for i, sku in enumerate(skus)]
+    out += [
+        record(40, source=source, sku="x", region="r0", price_kind=kind, unit=unit)
+        for kind in ("spot", "reserved_1y")
+        for unit in ("hour", "month")
+    ]
+    return out
+
+
+@pytest.mark.parametrize("lines", [False, True])
 def test_the_state_read_in_chunks_equals_the_whole_read(
-    engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch
+    engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch, lines: bool
 ) -> None:
-    """Sources interleaved in id order, read 7 offers a fetch, give exactly the one-fetch
-    read; an unknown source, nothing."""
+    """Sources interleaved in id order, with neighbouring keys, read 1, 7 or 13 offers a
+    chunk (the last chunk full, or not), give exactly the one-chunk read, line digests
+    included; an unknown source, nothing."""
     for n in (5, 9, 13):
         ingest(engine, settings, crawl(records(n, amount="3.50")))
         ingest(engine, settings, CrawlResult("peer", records(n, source="peer")))
+    ingest(engine, settings, crawl([*records(13, amount="3.50"), *_tricky("acme")]))
+    ingest(engine, settings, CrawlResult("peer", [*records(13, source="peer"), *_tricky("peer")]))
+    with writer(engine).begin() as conn:  # a line digest on some of them
+        ids = sorted(conn.execute(select(factories.OFFER.c.id)).scalars())
+        conn.execute(
+            OfferLine.__table__.insert(),  # type: ignore[attr-defined]
+            [{"offer_id": k, "digest": bytes([k % 256]) * 16} for k in ids[::3]],
+        )
     with engine.connect() as conn:
-        whole = _rows(load_current(conn, "acme")), _rows(load_current(conn, "peer"))
-        monkeypatch.setattr(service.catalog.diff, "STATE_CHUNK", 7)
-        windowed = _rows(load_current(conn, "acme")), _rows(load_current(conn, "peer"))
-        assert len(load_current(conn, "nobody")) == 0
-    assert windowed == whole
-    assert (len(whole[0]), len(whole[1])) == (13, 13)
+        whole = [load_current(conn, source, lines=lines) for source in ("acme", "peer")]
+        for size in (1, 7, 13, 24):
+            monkeypatch.setattr(service.catalog.diff, "STATE_CHUNK", size)
+            windowed = [load_current(conn, source, lines=lines) for source in ("acme", "peer")]
+            assert [len(c) for c in windowed] == [24, 24], size  # none twice, none left out
+            assert [_rows(c) for c in windowed] == [_rows(c) for c in whole], size
+            assert [_lines(c) for c in windowed] == [_lines(c) for c in whole], size
+        assert len(load_current(conn, "nobody", lines=lines)) == 0
+    assert [len(c) for c in whole] == [24, 24]
+    assert [len(_lines(c)) for c in whole] == ([0, 0] if not lines else [9, 7])  # ids[::3]
     # the same identities in two sources are distinct offers
-    assert {r[:2] for r in whole[0]} == {r[:2] for r in whole[1]}
-    assert {r[3] for r in whole[0]}.isdisjoint({r[3] for r in whole[1]})
+    rows = [_rows(c) for c in whole]
+    assert {r[:2] for r in rows[0]} == {r[:2] for r in rows[1]}
+    assert {r[3] for r in rows[0]}.isdisjoint({r[3] for r in rows[1]})
+
+
+def _lines(current: CurrentState) -> set[tuple[int, int, int]]:
+    """Each line digest of the state with its offer's id and amount."""
+    table = current.lines
+    if table is None:
+        return set()
+    return {
+        (table.his[n], current.ids[current.line_rows[n]], current.line_amount(n))
+        for n in range(len(table))
+    }
 
 
 def test_a_failure_while_validating_on_its_thread_leaves_the_catalog_as_it_was(
