@@ -29,13 +29,16 @@ ATTRIBUTES = (
     "cluster_basis",
 )
 ATTRIBUTES_BEFORE_CLUSTER = ATTRIBUTES.index("interconnect")
+"""How many attributes offers had before the cluster facts (see resolver.fingerprint)."""
 GPU_SLUG = ATTRIBUTES.index("gpu_slug")
 """Where an offer's GPU model is in its attributes (the PFLOPS sort key depends on it)."""
-"""How many attributes offers had before the cluster facts (see resolver.fingerprint)."""
 
+KEY_COLUMNS = ("provider", "sku", "region", "price_kind", "unit")
+"""An offer's identity within its source, in the order of the unique key (after
+``source``)."""
 Key = str
-"""An offer's identity within its source: provider, SKU, region, price kind and unit
-joined by KEY_SEP (validated text never holds control characters)."""
+"""An offer's identity within its source: its :data:`KEY_COLUMNS` joined by KEY_SEP
+(validated text never holds control characters)."""
 KEY_SEP = "\x1f"
 join_key = KEY_SEP.join
 

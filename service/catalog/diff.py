@@ -19,7 +19,7 @@ from schema.crawl import CrawlRun
 from schema.enums import CrawlStatus
 from schema.records import OfferRecord
 from schema.types import decimal_to_text
-from service.catalog.columns import ACTIVE, KEY_SEP, Key
+from service.catalog.columns import ACTIVE, KEY_COLUMNS, KEY_SEP, Key
 from service.catalog.resolver import Resolver
 from service.catalog.state import DIGEST_BYTES, RECORD_SEP, CurrentState, folded, same_digest
 from service.core.config import Settings
@@ -196,10 +196,9 @@ def _offer_id(offer: Current) -> int:
 
 def _state_sql(dialect: str, lines: bool) -> tuple[str, str]:
     """The text of one offer (key, RECORD_SEP, state), and the tables it is read from."""
-    key_parts = ("provider", "sku", "region", "price_kind", "unit")
     tables = "offer LEFT JOIN offer_line ON offer_id = id" if lines else "offer"
     if dialect == "postgresql":
-        key = " || chr(31) || ".join(key_parts)
+        key = " || chr(31) || ".join(KEY_COLUMNS)
         state = " || chr(31) || ".join(
             (
                 "trim_scale(amount)::text",
@@ -223,7 +222,7 @@ def _state_sql(dialect: str, lines: bool) -> tuple[str, str]:
         "hex(digest)" if lines else "''",
     )
     template = KEY_SEP.join(["%s"] * 5) + RECORD_SEP + STATE_SEP.join(["%s"] * 7)
-    return f"printf('{template}', {', '.join((*key_parts, *state_parts))})", tables
+    return f"printf('{template}', {', '.join((*KEY_COLUMNS, *state_parts))})", tables
 
 
 def _offer_sql(dialect: str, lines: bool) -> tuple[str, str]:
@@ -231,13 +230,12 @@ def _offer_sql(dialect: str, lines: bool) -> tuple[str, str]:
     :meth:`~service.catalog.state.CurrentState.add`, joined by RECORD_SEP, and the tables
     they are read from."""
     tables = "offer LEFT JOIN offer_line ON offer_id = id" if lines else "offer"
-    key_parts = ("provider", "sku", "region", "price_kind", "unit")
     if dialect == "postgresql":
         same = ("trim_scale(amount)::text", "currency", "coalesce(fingerprint, '')", "status")
         line = "coalesce(upper(encode(digest, 'hex')), '')" if lines else "''"
         fields = (
             "provider",
-            " || chr(31) || ".join(key_parts),
+            " || chr(31) || ".join(KEY_COLUMNS),
             " || chr(31) || ".join(same),
             "id::text",
             "status",
@@ -250,7 +248,7 @@ def _offer_sql(dialect: str, lines: bool) -> tuple[str, str]:
     )
     values = (
         "provider",
-        *key_parts,
+        *KEY_COLUMNS,
         "amount",
         "currency",
         "fingerprint",
@@ -341,10 +339,6 @@ def _state_chunks(driver: Any, dialect: str, source: str, lines: bool) -> Iterat
         cursor.close()
 
 
-KEY_COLUMNS = ("provider", "sku", "region", "price_kind", "unit")
-"""An offer's identity within its source, in the order of the unique key."""
-
-
 def read_current(conn: Connection, ids: list[int]) -> dict[int, Current]:
     """The stored state of the offers ``ids`` (offer id -> :class:`Current`, with its line
     digest), read in chunks of :data:`READ_CHUNK` ids.
@@ -389,8 +383,8 @@ parameters was 999 before 3.32)."""
 GROUP_SEP = "\x1d"
 """Between offers in :func:`read_current`'s one row of a chunk (SQLite)."""
 STATE_CHUNK = 10_000
-"""Offers per chunk of :func:`load_current` (their texts, about 3 MB, are what each chunk
-held holds)."""
+"""Offers per chunk of :func:`load_current` (about 3 MB of text; at most three chunks are
+held at once)."""
 
 
 def implausible(

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from pydantic import ValidationError
 
 from schema.records import OFFER_RECORDS, OfferRecord, describe_validation_error
-from service.catalog.columns import KEY_SEP, Key, join_key
+from service.catalog.columns import KEY_COLUMNS, KEY_SEP, Key, join_key
 from service.catalog.lines import Fresh, Known, LineIndex, read_known
 from service.catalog.results import Rejection, safe_excerpt
 from service.catalog.state import (
@@ -360,7 +360,7 @@ def _loose_key(item: Any, source: str) -> Key | None:
     if not isinstance(item, Mapping):
         return None
     try:
-        parts = [str(item[name]) for name in ("provider", "sku", "region", "price_kind", "unit")]
+        parts = [str(item[name]) for name in KEY_COLUMNS]
     except KeyError:
         return None
     if str(item.get("source", source)) != source:
