@@ -253,9 +253,9 @@ def _tricky(source: str) -> list[dict[str, Any]]:
 def test_the_state_read_in_chunks_equals_the_whole_read(
     engine: Engine, settings: Settings, monkeypatch: pytest.MonkeyPatch, lines: bool
 ) -> None:
-    """Sources interleaved in id order, with neighbouring keys, read 1, 7 or 13 offers a
-    chunk (the last chunk full, or not), give exactly the one-chunk read, line digests
-    included; an unknown source, nothing."""
+    """Sources interleaved in id order, with neighbouring keys, read 1, 7, 13 or 24 offers
+    a chunk (the last chunk full, or not; 24 is each source's whole) give exactly the read
+    of the default chunk, line digests included; an unknown source, nothing."""
     for n in (5, 9, 13):
         ingest(engine, settings, crawl(records(n, amount="3.50")))
         ingest(engine, settings, CrawlResult("peer", records(n, source="peer")))
