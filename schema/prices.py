@@ -71,15 +71,22 @@ PFLOP_KEY_TFLOPS_SCALE = 10**4
 have at most one decimal place), so the key is integer arithmetic on both databases."""
 
 
+def tflops_scaled(tflops: Decimal | None) -> int | None:
+    """A TFLOPS figure as the divisor of the PFLOPS sort key: whole 10^-4 TFLOPS, rounded
+    half up, as :func:`pflop_hour_key_sql` scales it; None when null or below 0.00005."""
+    if tflops is None:
+        return None
+    scaled = int((tflops * PFLOP_KEY_TFLOPS_SCALE).to_integral_value(rounding=ROUND_HALF_UP))
+    return scaled if scaled > 0 else None
+
+
 def pflop_hour_key(gpu_hour_e10: int | None, tflops: Decimal | None) -> int | None:
     """The exact integer sort key of USD per PFLOPS-hour (BF16) x 10^10: USD per GPU-hour
     x 1000 / TFLOPS, rounded half to even to 10 places as the listing shows it
     (``service.api.serialize.per_pflop_hour``). None without a USD price or a TFLOPS figure
     (null or below 0.00005). :func:`pflop_hour_key_sql` is the same in SQL."""
-    if gpu_hour_e10 is None or tflops is None:
-        return None
-    scaled = int((tflops * PFLOP_KEY_TFLOPS_SCALE).to_integral_value(rounding=ROUND_HALF_UP))
-    if scaled <= 0:
+    scaled = tflops_scaled(tflops)
+    if gpu_hour_e10 is None or scaled is None:
         return None
     quotient, rest = divmod(gpu_hour_e10 * 1000 * PFLOP_KEY_TFLOPS_SCALE, scaled)
     if 2 * rest > scaled or (2 * rest == scaled and quotient % 2):
@@ -94,6 +101,12 @@ def pflop_hour_key_sql(gpu_hour_e10: Any, tflops: Any, dialect: str) -> Any:
     rounding on the last remainder; exact while USD per GPU-hour / TFLOPS < 9.2 x 10^5."""
     real = cast(tflops, Float) if dialect == "sqlite" else cast(tflops, Numeric)
     scaled = cast(func.round(real * PFLOP_KEY_TFLOPS_SCALE), BigInteger)
+    return pflop_hour_key_scaled_sql(gpu_hour_e10, scaled)
+
+
+def pflop_hour_key_scaled_sql(gpu_hour_e10: Any, scaled: Any) -> Any:
+    """:func:`pflop_hour_key_sql` from the TFLOPS figure already scaled to an integer
+    (:func:`tflops_scaled`, or its SQL): NULL where that is null or not positive."""
     divisor = type_coerce(func.nullif(scaled, 0), BigInteger)
     price = type_coerce(gpu_hour_e10, BigInteger)
     digits = 1000 * PFLOP_KEY_TFLOPS_SCALE  # 10^7: x 1000 (TFLOPS -> PFLOPS), x 10^4

@@ -109,10 +109,10 @@ def ingest(
     records = crawl.records
     if iter(records) is records:  # a one-shot iterator: kept for a second pass
         records = list(records)
-    # The first batches are validated on another thread while this one takes the lock,
-    # reads the source's current offers and stores the raw payloads: the read is mostly
-    # the database's steps and the payloads' compression a long zlib call, both without
-    # the GIL (see service.catalog.diff.load_current).
+    # The first batches are validated on another thread while this one takes the lock and
+    # reads the source's current offers (mostly the database's steps, without the GIL: see
+    # service.catalog.diff.load_current). A large payload is compressed on a third (a long
+    # zlib call, without the GIL too), and its body written in at the end.
     index = LineIndex() if isinstance(records, LineRecords) else None
     _compress_new(engine, crawl.payloads)  # on a thread of its own, meanwhile
     handle = StateHandle()  # the validator judges keys against the state once it is read
@@ -127,7 +127,8 @@ def ingest(
                 digest = reference_digest(conn)  # what an unchanged re-crawl compares
                 current = _load_current(conn, crawl, digest, index)
                 handle.open(current)
-                store_payloads(conn, crawl_run_id, crawl.payloads)
+                # a body still being compressed is written in at the end (see store_payloads)
+                write_bodies = store_payloads(conn, crawl_run_id, crawl.payloads, bodies_later=True)
                 context = _Context(
                     conn,
                     settings,
@@ -159,7 +160,9 @@ def ingest(
                         raise IngestError("the crawl's records differ between two readings")
                 if on_progress is not None:
                     on_progress(batches.validator.position, True)
-                return _close(context, batches.validator, applied, digest)
+                result = _close(context, batches.validator, applied, digest)
+                write_bodies()
+                return result
         finally:
             batches.close()
 
@@ -262,9 +265,7 @@ def _apply(context: _Context, batches: Batches) -> _Applied | None:
         # each record's payload, by the record (its batch holds them all while it is written)
         by_record = dict(zip(map(id, records), payloads, strict=True)) if payloads else None
         _write(context, applied, diff, by_record)
-        store_lines(conn, diff.lines)
-        if diff.new_lines and applied.writer is not None:
-            store_lines(conn, diff.added_lines(applied.writer.batch_first_offer), added=True)
+        store_lines(conn, diff.lines)  # the added offers' are the writer's
         applied.added += len(diff.new) + len(diff.reopened)
         applied.changed += len(diff.changed)
         applied.updated += len(diff.touched)

@@ -57,6 +57,10 @@ class Payload:
             self._digest = digest.hexdigest()
         return self._digest
 
+    def compressing(self) -> bool:
+        """Whether the body is being compressed ahead (:func:`compress_ahead`), not done yet."""
+        return self._ahead is not None and not self._ahead.done()
+
     def compressed(self) -> bytes | bytearray:
         """The body, zlib-compressed: what :func:`compress_ahead` made, or made now."""
         ahead, self._ahead = self._ahead, None  # not held past its one use

@@ -5,7 +5,7 @@ unmapped names.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from sqlalchemy import Connection, Engine, func, insert, select, text, update
 
@@ -105,17 +105,33 @@ def stored_payloads(conn: Connection, hashes: Iterable[str]) -> set[str]:
     return set(found.scalars())
 
 
-def store_payloads(conn: Connection, run_id: int, payloads: list[Payload]) -> None:
+def store_payloads(
+    conn: Connection, run_id: int, payloads: list[Payload], *, bodies_later: bool = False
+) -> Callable[[], None]:
+    """Store the run's payloads: the bodies the catalog does not hold yet and the run's
+    links to each.
+
+    With ``bodies_later``, a body still being compressed ahead (:meth:`Payload.compressing`)
+    is stored empty for now, and the function returned writes it in once compressed: the
+    caller goes on with its writes meanwhile and calls it before its transaction commits,
+    so no reader ever sees the empty body (a rollback or a killed process takes the row
+    away with the rest). Otherwise, and when nothing is left to write, the function
+    returned does nothing."""
     if not payloads:
-        return
+        return _nothing
     by_hash = {p.sha256: p for p in payloads}
     existing = stored_payloads(conn, by_hash)
     now = utcnow()
+    later = {
+        sha: p
+        for sha, p in by_hash.items()
+        if bodies_later and sha not in existing and p.compressing()
+    }
     new = [
         {
             "sha256": sha,
             "size": p.size,
-            "compressed": p.compressed(),
+            "compressed": b"" if sha in later else p.compressed(),
             "content_type": clip(p.content_type, 200),
             "first_seen_at": now,
         }
@@ -137,6 +153,22 @@ def store_payloads(conn: Connection, run_id: int, payloads: list[Payload]) -> No
             for p in payloads
         ],
     )
+    if not later:
+        return _nothing
+
+    def write_bodies() -> None:
+        for sha, payload in later.items():
+            conn.execute(
+                update(PAYLOAD)
+                .where(PAYLOAD.c.sha256 == sha)
+                .values(compressed=payload.compressed())
+            )
+
+    return write_bodies
+
+
+def _nothing() -> None:
+    return None
 
 
 def run_payload_ids(conn: Connection, run_id: int) -> dict[str, int]:

@@ -23,8 +23,9 @@ from schema.prices import (
     OfferLine,
     PriceObservation,
     pflop_hour_key,
-    pflop_hour_key_sql,
+    pflop_hour_key_scaled_sql,
     sort_key_e10,
+    tflops_scaled,
 )
 from schema.records import OfferRecord
 from service.catalog.bulk import (
@@ -50,6 +51,7 @@ from service.catalog.columns import (
 )
 from service.catalog.diff import Diff, key_of
 from service.catalog.fx import FxTable
+from service.catalog.lines import store_lines
 from service.catalog.refcheck import Load, foreign_keys_checked_per_load
 from service.catalog.resolver import Resolver, trim_memos
 from service.catalog.results import CrawlResult
@@ -131,6 +133,8 @@ class Writer:
         self._fx_cache: dict[str, Any] = {}
         gpus = select(GPU.c.slug, GPU.c.tflops_bf16)
         self._tflops: dict[str, Decimal | None] = dict(conn.execute(gpus).all())  # type: ignore[arg-type]
+        self._tflops_scaled = {slug: tflops_scaled(t) for slug, t in self._tflops.items()}
+        """Each GPU model's TFLOPS as the PFLOPS key's divisor (staged with the attributes)."""
         self._pflop_keys: dict[tuple[int | None, str | None], int | None] = {}
         self._prices: dict[tuple[Any, ...], _Price] = {}
         self._bases: dict[tuple[Any, ...], tuple[tuple[Any, ...], Decimal | None]] = {}
@@ -142,9 +146,6 @@ class Writer:
         self._bound: dict[str, tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
         self.first_new_offer = 0
         """The id of this ingest's first new offer (set by :meth:`write`; 0: none)."""
-        self.batch_first_offer = 0
-        """The id given to the first new offer of the batch last written (the others follow
-        in identity key order: :attr:`Diff.in_key_order`)."""
         self._next_offer: int | None = None
         self._held = (0, 0)
         """Rows of the offer and observation tables before this ingest (by their ids)."""
@@ -301,7 +302,7 @@ class Writer:
         if self._next_offer is None:
             self._next_offer = (conn.execute(select(func.max(OFFER.c.id))).scalar() or 0) + 1
             self._held = (self._next_offer - 1, self._next_obs - 1)
-        next_offer = self.batch_first_offer = self._next_offer
+        next_offer = self._next_offer
         if diff.new and not self.first_new_offer:
             self.first_new_offer = next_offer
         self._scale(len(diff.new), len(diff.new) + len(diff.changed) + len(diff.reopened))
@@ -363,10 +364,12 @@ class Writer:
         obs_constants = {"version_from": version}
         # New offers get their ids in identity key order, so the ids follow the unique
         # index (appends to it where it is kept up to date row by row).
+        # Their line digests (service.catalog.lines) are written with them.
         if self._stages and len(diff.new) >= STAGED_MIN_ROWS:
             self._insert_new_staged(diff, next_offer, offer_constants, obs_constants)
         elif diff.new:
             self._insert_new_rows(diff.in_key_order, next_offer, offer_constants)
+            store_lines(conn, diff.added_lines(next_offer), added=True)
 
         repriced = []
         obs_id, observe = self._next_obs, self.observations.append
@@ -455,8 +458,9 @@ class Writer:
         """Many new offers, on SQLite: bind each offer's own values only (its key parts
         and the numbers of its attributes and price) into a temporary table, the distinct
         attributes and prices into two more, and let two ``INSERT ... SELECT`` joins
-        write the offer and observation rows. Binding is most of what a row costs the
-        client; the rows stored are exactly those :meth:`_insert_new_rows` writes (the
+        write the offer and observation rows, and a third the new offers' line digests.
+        Binding is most of what a row costs the client; the rows stored are exactly those
+        :meth:`_insert_new_rows` and :func:`~service.catalog.lines.store_lines` write (the
         same bound values, through the same column affinities).
 
         The records are read in the crawl's order, which is the order they lie in memory
@@ -475,12 +479,16 @@ class Writer:
             compact.append,
         )
         payload_of = self._payload_of if self.record_payloads else None
+        line_of = diff.new_lines.get
         for key, record, attributes, digest in diff.new:  # the crawl's order
             fields = record.__dict__
             aid = stage_attributes(attributes)
             if aid is None:  # equal attributes have equal bound values and fingerprint
                 aid = aids[attributes] = len(aids)
-                attribute_rows.append((aid, *self.bound_attributes(attributes, digest), digest))
+                slug = attributes[GPU_SLUG]
+                divisor = None if slug is None else self._tflops_scaled.get(slug)
+                bound = self.bound_attributes(attributes, digest)
+                attribute_rows.append((aid, *bound, digest, divisor))
             price_key = (  # _price_key(fields), inlined: hot loop
                 fields["amount"],
                 fields["unit"],
@@ -497,20 +505,17 @@ class Writer:
                     (pid, *observed[:5], offered[2], *observed[6:], offered[3], offered[4])
                 )
             if payload_of:
-                stage_offer((key, aid, pid, payload_of(record)))
+                stage_offer((key, aid, pid, line_of(key), payload_of(record)))
             else:
-                stage_offer((key, aid, pid))
+                stage_offer((key, aid, pid, line_of(key)))
         compact.sort(key=key_of)  # numbered 1, 2, ... in key order (the keys are unique)
         split = str.split  # after the sort: the parts then lie in memory in binding order
-        if payload_of:
-            offer_rows = [(*split(k, KEY_SEP), a, p, r) for k, a, p, r in compact]
-        else:
-            offer_rows = [(*split(k, KEY_SEP), a, p) for k, a, p in compact]
+        offer_rows = [(*split(k, KEY_SEP), *rest) for k, *rest in compact]
         del compact
         first_obs = self._next_obs
         self._next_obs += len(offer_rows)
         self._lazy_new_observations = (diff.in_key_order, next_offer, first_obs)
-        offers: tuple[str, ...] = ("n", *OFFER_COLUMNS[1:6], "aid", "pid")
+        offers: tuple[str, ...] = ("n", *OFFER_COLUMNS[1:6], "aid", "pid", "line")
         if payload_of:
             offers += ("payload_id",)
         conn = self.conn
@@ -524,7 +529,7 @@ class Writer:
             staged(
                 conn,
                 "stage_attributes",
-                ("aid", *ATTRIBUTES, "fingerprint"),
+                ("aid", *ATTRIBUTES, "fingerprint", "tflops_e4"),
                 attribute_rows,
             ) as a,
             staged(conn, "stage_price", STAGED_PRICE_COLUMNS, price_rows) as p,
@@ -572,6 +577,11 @@ class Writer:
                 f"INSERT INTO {OBS.name} ({', '.join((*OBS_COLUMNS, *obs_constants))}) "
                 f"SELECT {', '.join(obs_values)} {offers_by_id}"
             )
+            if diff.new_lines:
+                conn.exec_driver_sql(
+                    f"INSERT INTO {LINE.name} (offer_id, digest) "
+                    f"SELECT {offer_id}, n.line FROM {n} AS n WHERE n.line IS NOT NULL ORDER BY n.n"
+                )
 
     def observation_rows(self) -> list[tuple[Any, ...]]:
         """Every observation row this ingest inserted, as :data:`OBS_COLUMNS` (USD per
@@ -640,12 +650,16 @@ class Writer:
 @cache
 def _staged_pflop_key() -> str:
     """The PFLOPS sort key of a staged offer (SQLite): its staged price's key and its staged
-    attributes' GPU model, as :func:`schema.prices.pflop_hour_key`. Compiled once per
-    process (every batch of a first ingest wrote it: 80 compilations, 0.27 s holding the
-    interpreter lock, at 200,000 offers)."""
-    key = pflop_hour_key_sql(literal_column("p.gpu_hour_usd_e10"), GPU.c.tflops_bf16, "sqlite")
-    found = select(key).where(GPU.c.slug == literal_column("a.gpu_slug")).scalar_subquery()
-    sql = found.compile(dialect=sqlite_dialect(), compile_kwargs={"literal_binds": True})
+    attributes' GPU model's TFLOPS, scaled in Python once per model
+    (:func:`schema.prices.tflops_scaled`), as :func:`schema.prices.pflop_hour_key`.
+    Compiled once per process (every batch of a first ingest wrote it: 80 compilations,
+    0.27 s holding the interpreter lock, at 200,000 offers). The TFLOPS figure staged
+    instead of looked up per offer: the lookup and its scaling, a subquery per row, were
+    0.27-0.35 s of a 200,000-offer first ingest (docs/benchmarks.md)."""
+    key = pflop_hour_key_scaled_sql(
+        literal_column("p.gpu_hour_usd_e10"), literal_column("a.tflops_e4")
+    )
+    sql = key.compile(dialect=sqlite_dialect(), compile_kwargs={"literal_binds": True})
     return str(sql)
 
 

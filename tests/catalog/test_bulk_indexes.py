@@ -42,6 +42,7 @@ from service.alerts.outbox import enqueue_for_diff
 from service.catalog.bulk import indexes_deferred, indexes_worth_rebuilding
 from service.catalog.fx import Rate, store_rates
 from service.catalog.ingest import ingest
+from service.catalog.lines import line_digest
 from service.catalog.results import CrawlResult, Payload
 from service.catalog.snapshot import read_jsonl
 from service.catalog.stream import expected_records
@@ -330,6 +331,56 @@ def test_every_bulk_path_stores_the_same_rows(
     # every offer): one payload a crawl, or four
     raw = {row[-1] for row in dumps[0][0]["price_observation"]}
     assert len(raw) == (8 if payloads == "per-record" else 2)
+
+
+def test_both_write_paths_record_the_same_line_digests(
+    sqlite_reference_template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A JSON Lines ingest records each new offer's line digest (service.catalog.lines):
+    staged with the offers and written by a join, or bound row by row, the rows are the
+    same, each the digest of that offer's own line. A re-ingest of the file with one line
+    changed then skips every other recorded line, on both."""
+    items = [record.model_dump(mode="json") for record in varied(SIZE)]
+    lines = [orjson.dumps(item) for item in items]
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_bytes(b"".join(line + b"\n" for line in lines))
+    items[7]["amount"] = str(Decimal(items[7]["amount"]) + 1)
+    lines[7] = orjson.dumps(items[7])
+    second.write_bytes(b"".join(line + b"\n" for line in lines))
+    by_key = {  # the second file's lines: the digests recorded last
+        (item["sku"], item["region"], item["unit"]): line
+        for item, line in zip(items, lines, strict=True)
+    }
+    dumps, skipped = [], []
+    for stage in (10**9, 100):
+        monkeypatch.setattr(service.catalog.writer, "STAGED_MIN_ROWS", stage)
+        path = tmp_path / f"s{stage}.db"
+        shutil.copy(sqlite_reference_template, path)
+        url = f"sqlite:///{path}"
+        engine = make_engine(url)
+        settings = Settings(database_url=url, environment="test", _env_file=None)  # type: ignore[call-arg]
+        try:
+            for file in (first, second):
+                crawl = read_jsonl(file, "acme")
+                result = ingest(
+                    engine, settings, CrawlResult("acme", crawl, rejections=crawl.rejections)
+                )
+                assert result.status.value == "ok"
+            skipped.append(result.skipped)
+            with engine.connect() as conn:
+                rows = conn.exec_driver_sql(
+                    "SELECT l.offer_id, l.digest, o.sku, o.region, o.unit FROM offer_line AS l "
+                    "JOIN offer AS o ON o.id = l.offer_id ORDER BY l.offer_id"
+                ).all()
+            check_invariants(engine)
+        finally:
+            engine.dispose()
+        assert len(rows) > SIZE // 2  # the lines of unmapped GPU names are not recorded
+        for _, digest, sku, region, unit in rows:
+            assert digest == line_digest(by_key[(sku, region, unit)])
+        dumps.append(rows)
+    assert dumps[1] == dumps[0]
+    assert skipped[0] == skipped[1] == len(dumps[0]) - 1
 
 
 @pytest.mark.parametrize("path", ["rows", "staged"])

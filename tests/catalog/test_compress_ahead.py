@@ -1,21 +1,27 @@
 """Large raw payloads are compressed on a thread of their own while the ingest goes on
 (service.catalog.results.compress_ahead): what is stored is the same, a payload the
-catalog holds is not compressed again, and a failure reaches the ingest."""
+catalog holds is not compressed again, a failure reaches the ingest, and the ingest writes
+its batches meanwhile (the body written in before it commits)."""
 
 from __future__ import annotations
 
 import random
+import threading
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 
 from schema.crawl import RawPayload
 from service.catalog import results
 from service.catalog.ingest import ingest
 from service.catalog.results import AHEAD_MIN_BYTES, CrawlResult, Payload, compress_ahead
+from service.catalog.writer import Writer
 from service.core.config import Settings
 from tests.support.factories import records
 
@@ -84,3 +90,66 @@ def test_a_failed_compression_fails_the_ingest_and_stores_nothing(
     assert payload.compressed_ahead
     with engine.connect() as conn:
         assert conn.execute(select(PAYLOAD.c.sha256)).all() == []
+
+
+@contextmanager
+def compression_held_until_a_batch_is_written(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[list[tuple[bool, int]]]:
+    """The compression of a payload waits (5 s at most) until the ingest has written its
+    first batch; yields, per compression, whether that happened and how many bodies of
+    that payload another session could read when the batch was written."""
+    written = threading.Event()
+    seen: list[int] = []
+    waits: list[tuple[bool, int]] = []
+    real_compress, real_write = Payload._compress, Writer.write
+
+    def compress(payload: Payload) -> bytearray:
+        waits.append((written.wait(5), seen[0] if seen else -1))
+        return real_compress(payload)
+
+    def write(writer: Writer, *args: Any, **kwargs: Any) -> None:
+        real_write(writer, *args, **kwargs)
+        if not written.is_set():
+            with engine.connect() as conn:  # another session: the empty body is not there
+                seen.append(conn.execute(select(func.count()).select_from(PAYLOAD)).scalar_one())
+            written.set()
+
+    monkeypatch.setattr(Payload, "_compress", compress)
+    monkeypatch.setattr(Writer, "write", write)
+    yield waits
+
+
+def test_the_batches_are_written_while_a_large_payload_is_compressed(
+    engine: Engine, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ingest does not wait for a large body's compression before its batches: the
+    body's row is stored empty and the body written in before the commit, so no other
+    session sees the empty one, and the body stored is whole."""
+    body = large_file(tmp_path / "prices.jsonl")
+    payload = Payload("file:prices.jsonl", None, datetime.now(UTC), path=body)
+    with compression_held_until_a_batch_is_written(engine, monkeypatch) as waits:
+        result = ingest(engine, settings, CrawlResult("acme", records(3), payloads=[payload]))
+    assert result.status.value == "ok"
+    assert waits == [(True, 0)]  # written first; the uncommitted row unseen
+    with engine.connect() as conn:
+        stored = conn.execute(select(PAYLOAD).where(PAYLOAD.c.sha256 == payload.sha256)).one()
+    assert zlib.decompress(stored.compressed) == body.read_bytes()
+    assert stored.size == body.stat().st_size
+
+
+def test_a_quarantined_crawl_keeps_the_whole_body_compressed_meanwhile(
+    engine: Engine, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crawl quarantined (its writes rolled back) keeps its payload, body and all."""
+    ingest(engine, settings, CrawlResult("acme", records(20)))
+    body = large_file(tmp_path / "prices.jsonl")
+    payload = Payload("file:prices.jsonl", None, datetime.now(UTC), path=body)
+    with compression_held_until_a_batch_is_written(engine, monkeypatch) as waits:
+        crawl = CrawlResult("acme", records(4, bump_every=1), payloads=[payload])  # repriced
+        result = ingest(engine, settings, crawl)
+    assert result.status.value == "quarantined"
+    assert waits == [(True, 0)]
+    with engine.connect() as conn:
+        stored = conn.execute(select(PAYLOAD.c.compressed)).scalar_one()
+    assert zlib.decompress(stored) == body.read_bytes()

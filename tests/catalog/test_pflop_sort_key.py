@@ -22,7 +22,13 @@ from sqlalchemy import Engine, literal, select, text
 from sqlalchemy.types import BigInteger
 
 from schema.catalog import GpuModel
-from schema.prices import Offer, pflop_hour_key, pflop_hour_key_sql
+from schema.prices import (
+    Offer,
+    pflop_hour_key,
+    pflop_hour_key_scaled_sql,
+    pflop_hour_key_sql,
+    tflops_scaled,
+)
 from service.api.main import create_app
 from service.catalog import writer as writer_module
 from service.catalog.ingest import ingest
@@ -125,9 +131,9 @@ EDGES = [
 
 
 def test_key_in_sql_equals_the_key_in_python(engine: Engine) -> None:
-    """:func:`pflop_hour_key_sql` (migration, reference loads, staged ingest, pinned reads)
-    and :func:`pflop_hour_key` (ingest's rows) agree, and equal the figure shown x 10^10,
-    halves included."""
+    """:func:`pflop_hour_key_sql` (migration, reference loads, pinned reads), its form on a
+    TFLOPS figure scaled in Python (staged ingest) and :func:`pflop_hour_key` (ingest's
+    rows) agree, and equal the figure shown x 10^10, halves included."""
     dialect = engine.dialect.name
     halves = 0
     with engine.connect() as conn:
@@ -137,6 +143,10 @@ def test_key_in_sql_equals_the_key_in_python(engine: Engine) -> None:
             in_sql = conn.execute(select(pflop_hour_key_sql(price, figure, dialect))).scalar()
             in_python = pflop_hour_key(e10, tflops)
             assert in_sql == in_python, (e10, tflops)
+            # SQLite's staged ingest: the TFLOPS figure scaled in Python, the key in SQL
+            scaled = literal(tflops_scaled(tflops), BigInteger)
+            staged = conn.execute(select(pflop_hour_key_scaled_sql(price, scaled))).scalar()
+            assert staged == in_python, (e10, tflops)
             shown = _shown(None if e10 is None else Decimal(e10).scaleb(-10), tflops)
             if tflops is not None and tflops < Decimal("0.0001"):
                 shown = None  # below the key's resolution: no key
