@@ -510,7 +510,7 @@ class Writer:
                 stage_offer((key, aid, pid, line_of(key)))
         compact.sort(key=key_of)  # numbered 1, 2, ... in key order (the keys are unique)
         split = str.split  # after the sort: the parts then lie in memory in binding order
-        if payload_of:  # no starred target (k, *rest): a list per row, twice the time
+        if payload_of:
             offer_rows = [(*split(k, KEY_SEP), a, p, n, r) for k, a, p, n, r in compact]
         else:
             offer_rows = [(*split(k, KEY_SEP), a, p, n) for k, a, p, n in compact]
