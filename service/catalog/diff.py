@@ -221,7 +221,11 @@ def _state_sql(dialect: str, lines: bool) -> tuple[str, str]:
         "observation_id",
         "hex(digest)" if lines else "''",
     )
-    template = KEY_SEP.join(["%s"] * 5) + RECORD_SEP + STATE_SEP.join(["%s"] * 7)
+    template = (
+        KEY_SEP.join(["%s"] * len(KEY_COLUMNS))
+        + RECORD_SEP
+        + STATE_SEP.join(["%s"] * len(state_parts))
+    )
     return f"printf('{template}', {', '.join((*KEY_COLUMNS, *state_parts))})", tables
 
 
@@ -244,7 +248,14 @@ def _offer_sql(dialect: str, lines: bool) -> tuple[str, str]:
         return " || chr(30) || ".join(fields), tables
     # one printf per offer: faster than chained || in SQLite (NULL -> '')
     template = RECORD_SEP.join(
-        ["%s", KEY_SEP.join(["%s"] * 5), STATE_SEP.join(["%s"] * 4), "%s", "%s", "%s"]
+        [
+            "%s",
+            KEY_SEP.join(["%s"] * len(KEY_COLUMNS)),
+            STATE_SEP.join(["%s"] * 4),
+            "%s",
+            "%s",
+            "%s",
+        ]
     )
     values = (
         "provider",

@@ -41,6 +41,7 @@ from service.catalog.columns import (
     ACTIVE,
     ATTRIBUTES,
     GPU_SLUG,
+    KEY_COLUMNS,
     KEY_SEP,
     OBS_COLUMNS,
     OFFER_COLUMNS,
@@ -518,7 +519,7 @@ class Writer:
         first_obs = self._next_obs
         self._next_obs += len(offer_rows)
         self._lazy_new_observations = (diff.in_key_order, next_offer, first_obs)
-        offers: tuple[str, ...] = ("n", *OFFER_COLUMNS[1:6], "aid", "pid", "line")
+        offers: tuple[str, ...] = ("n", *KEY_COLUMNS, "aid", "pid", "line")
         if payload_of:
             offers += ("payload_id",)
         conn = self.conn
@@ -554,7 +555,7 @@ class Writer:
             )
             offer_values = (
                 offer_id,
-                *(f"n.{c}" for c in OFFER_COLUMNS[1:6]),
+                *(f"n.{c}" for c in KEY_COLUMNS),
                 *(f"a.{c}" for c in (*ATTRIBUTES, "fingerprint")),
                 "p.amount",
                 "p.currency",
