@@ -28,17 +28,47 @@ RUN = CrawlRun.__table__  # type: ignore[attr-defined]
 STALE_AFTER = timedelta(hours=6)
 """A run still ``running`` after this long was interrupted, whoever owned it."""
 INTERRUPTED = "interrupted"
+DEAD_STATES = frozenset("ZX")
+"""A process's states (/proc/PID/stat) once it has exited: a zombie (an orphan whose new
+parent does not reap it stays one) or dead."""
 
 
-def _start_ticks(pid: int) -> str | None:
-    """The process's start time (field 22 of /proc/PID/stat), or None without /proc."""
+def _stat(pid: int | str) -> tuple[str, str, str] | None:
+    """The process's state, process group and start time (fields 3, 5 and 22 of
+    /proc/PID/stat), or None (no such process, or no /proc)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     # the command name (field 2) is in parentheses and may hold spaces: split after it
     fields = stat[stat.rindex(")") + 2 :].split()
-    return fields[19] if len(fields) > 19 else None
+    return (fields[0], fields[2], fields[19]) if len(fields) > 19 else None
+
+
+def _start_ticks(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot, or None without /proc."""
+    found = _stat(pid)
+    return found[2] if found else None
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether process group ``pgid`` has a process that has not exited (a zombie does not
+    count). Without /proc, whether the group exists at all."""
+    if not Path("/proc/self/stat").exists():
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, OverflowError):
+            return False
+        except OSError:
+            return True  # exists, another user's
+        return True
+    wanted = str(pgid)
+    for entry in os.listdir("/proc"):
+        if ascii_digits(entry):
+            found = _stat(entry)
+            if found is not None and found[1] == wanted and found[0] not in DEAD_STATES:
+                return True
+    return False
 
 
 @cache
@@ -48,7 +78,12 @@ def _host() -> str:
 
 def this_owner() -> str:
     """``host:pid:start`` of the calling process."""
-    pid = os.getpid()
+    return owner_of(os.getpid())
+
+
+def owner_of(pid: int) -> str:
+    """``host:pid:start`` of process ``pid`` of this host (``?`` for its start when /proc
+    cannot tell: such an owner counts as alive as long as the pid exists)."""
     return f"{_host()}:{pid}:{_start_ticks(pid) or '?'}"
 
 
@@ -63,14 +98,17 @@ def owner_alive(owner: str | None) -> bool | None:
     pid, start = int(parts[1]), parts[2]
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # gone, or a pid no process can have
         return False
     except PermissionError:
         pass  # exists, owned by another user
-    if start == "?":
+    found = _stat(pid)
+    if found is None:
         return True
-    current = _start_ticks(pid)
-    return current is None or current == start
+    state, _, current = found
+    if state in DEAD_STATES:  # exited, not yet reaped: it will never close anything
+        return False
+    return start in ("?", current)
 
 
 def close_dead_runs(conn: Connection, now: datetime, source: str | None = None) -> list[int]:

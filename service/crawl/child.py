@@ -11,7 +11,9 @@ run, unless the child already closed it. Either way the caller carries on.
 
 The child's temporary files (responses spooled to disk, such as AWS's offer files of
 several GB) go to a folder of its own (``TMPDIR``), which the parent deletes when the
-child is gone, however it ended: a killed crawl leaves nothing behind.
+child is gone, however it ended: a killed crawl leaves nothing behind. A killed parent
+cannot delete it: the next crawl in a child, or the next scheduler to start, does once
+neither process is alive (:mod:`service.crawl.scratch`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 
 from sqlalchemy import Engine, select, update
@@ -34,6 +35,7 @@ from service.catalog.run_owner import claim_run
 from service.catalog.runs import start_crawl_run
 from service.core.config import PROJECT_ROOT, Settings
 from service.core.db import writer
+from service.crawl.scratch import mark_child, scratch_folder, sweep
 
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]
 STDERR_TAIL = 3000
@@ -81,17 +83,17 @@ def run_crawl_in_child(
         run_id = start_run(engine, name, trigger)
     limit = settings.crawl_timeout_seconds if timeout is None else timeout
     path = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)
-    with tempfile.TemporaryDirectory(
-        prefix=f"gpuatlas-run{run_id}-", ignore_cleanup_errors=True
-    ) as scratch:
+    sweep()  # what crawls of killed processes left behind
+    with scratch_folder(run_id) as scratch:
         child = subprocess.Popen(  # noqa: S603 (our own module, fixed arguments)
             [sys.executable, "-m", "service.crawl.child", str(run_id), name, trigger],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
-            env={**os.environ, "PYTHONPATH": path, "TMPDIR": scratch},
+            env={**os.environ, "PYTHONPATH": path, "TMPDIR": str(scratch)},
             start_new_session=True,  # its own process group: a timeout kills grandchildren too
         )
+        mark_child(scratch, child.pid)
         reason, error, stderr = _wait(engine, settings, child, run_id, limit)
     code = child.returncode
     if reason is None and code != 0:

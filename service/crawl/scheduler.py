@@ -29,6 +29,7 @@ from service.catalog.run_owner import close_dead_runs
 from service.core.config import Settings
 from service.core.db import writer
 from service.crawl.schedules import intervals, parse_interval  # noqa: F401 (re-exported)
+from service.crawl.scratch import sweep
 from service.crawl.sources import sync_sources
 from service.query.runs import last_good_crawls
 
@@ -200,7 +201,9 @@ class Leader:
         self._thread.start()
 
     def _close_dead_runs(self) -> None:
-        """Runs left ``running`` by dead crawl processes get their final status now."""
+        """Runs left ``running`` by dead crawl processes get their final status now, and
+        the scratch folders nothing uses any more are removed (service.crawl.scratch)."""
+        sweep()
         try:
             with writer(self.engine).begin() as conn:
                 closed = close_dead_runs(conn, utcnow())

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -19,7 +20,14 @@ from sqlalchemy import Engine, select, update
 
 from schema.crawl import CrawlRun
 from schema.types import utcnow
-from service.catalog.run_owner import STALE_AFTER, close_dead_runs, owner_alive, this_owner
+from service.catalog.run_owner import (
+    STALE_AFTER,
+    close_dead_runs,
+    group_alive,
+    owner_alive,
+    owner_of,
+    this_owner,
+)
 from service.catalog.runs import start_crawl_run
 from service.core.config import PROJECT_ROOT, Settings
 from service.core.db import writer
@@ -127,3 +135,39 @@ def test_a_crawl_child_owns_its_run(
     assert outcome.label == "ok"
     owner = row(engine, outcome.crawl_run_id)["owner"]
     assert owner and owner != this_owner() and owner_alive(owner) is False  # the child, gone
+
+
+def test_an_exited_process_not_yet_reaped_is_not_alive() -> None:
+    """A zombie (an orphaned crawl child whose new parent does not reap it stays one) still
+    answers a signal and keeps its /proc entry: it is gone all the same."""
+    proc = subprocess.Popen(["sleep", "30"])
+    try:
+        owner = owner_of(proc.pid)
+        assert owner_alive(owner) is True and group_alive(os.getpgid(proc.pid))
+        os.kill(proc.pid, signal.SIGKILL)
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)  # exited, left unreaped
+        os.kill(proc.pid, 0)  # the zombie still answers
+        assert owner_alive(owner) is False
+    finally:
+        proc.wait()
+    assert owner_alive(owner) is False
+
+
+def test_a_group_is_alive_while_any_of_its_processes_runs() -> None:
+    leader = subprocess.Popen(
+        ["sh", "-c", "sleep 30 & read line"], stdin=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        assert group_alive(leader.pid)
+        assert leader.stdin is not None
+        leader.stdin.close()
+        leader.wait()  # the leader is gone; its sleep is not
+        assert owner_alive(owner_of(leader.pid)) is False
+        assert group_alive(leader.pid)
+    finally:
+        os.killpg(leader.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while group_alive(leader.pid):  # the sleep's new parent reaps it (or it stays a zombie)
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert not group_alive(2**62)  # a group no process can lead
