@@ -7,7 +7,8 @@ settings on stdin (credentials never appear on a command line). The child crawls
 that run and exits 0 whatever the crawl's outcome. When the child dies instead, or
 outlives ``settings.crawl_timeout_seconds``, the parent kills its whole process group
 (Scrapy's grandchild too) and writes ``failed: crashed`` or ``failed: timeout`` on the
-run, unless the child already closed it. Either way the caller carries on.
+run, unless the child already closed it. Either way the caller carries on. A child whose
+parent was killed kills its own group :data:`BACKSTOP_SECONDS` after that limit.
 
 The child's temporary files (responses spooled to disk, such as AWS's offer files of
 several GB) go to a folder of its own (``TMPDIR``), which the parent deletes when the
@@ -24,6 +25,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 
 from sqlalchemy import Engine, select, update
@@ -39,6 +41,10 @@ from service.crawl.scratch import mark_child, scratch_folder, sweep
 
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]
 STDERR_TAIL = 3000
+BACKSTOP_SECONDS = 30.0
+"""How long after its parent would have killed it a child kills its own process group: it
+outlives a killed parent (a session of its own), and a crawl that hangs then must still
+end, and let go of the database's write lock."""
 log = logging.getLogger("gpuatlas.crawl")
 
 
@@ -86,7 +92,15 @@ def run_crawl_in_child(
     sweep()  # what crawls of killed processes left behind
     with scratch_folder(run_id) as scratch:
         child = subprocess.Popen(  # noqa: S603 (our own module, fixed arguments)
-            [sys.executable, "-m", "service.crawl.child", str(run_id), name, trigger],
+            [
+                sys.executable,
+                "-m",
+                "service.crawl.child",
+                str(run_id),
+                name,
+                trigger,
+                repr(limit + BACKSTOP_SECONDS),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -171,6 +185,8 @@ def main(argv: list[str]) -> int:
 
     install()  # the crawl's ingest writes its alert events
     run_id, name, trigger = int(argv[0]), argv[1], argv[2]
+    if len(argv) > 3:
+        _end_by(float(argv[3]))
     settings = Settings.model_validate_json(sys.stdin.buffer.read())
     engine = make_engine(settings.database_url)
     try:
@@ -180,6 +196,24 @@ def main(argv: list[str]) -> int:
     finally:
         engine.dispose()
     return 0
+
+
+def _end_by(seconds: float) -> None:
+    """Kill this process's group (Scrapy's process too) ``seconds`` from now, unless it has
+    ended: the parent kills it :data:`BACKSTOP_SECONDS` sooner while it lives; this is for
+    a child whose parent was killed. A thread of its own, so that a main thread blocked in
+    a call that does not return to the interpreter cannot hold it back. Its run is then
+    closed as ``failed: interrupted`` by the next crawl of its source or the next
+    scheduler to start (its owner is gone)."""
+    timer = threading.Timer(max(seconds, 0.0), _expire)
+    timer.daemon = True
+    timer.start()
+
+
+def _expire() -> None:
+    if os.getpgid(0) == os.getpid():  # the leader of its own group, as it is started
+        os.killpg(0, signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 if __name__ == "__main__":

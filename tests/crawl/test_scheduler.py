@@ -7,7 +7,9 @@ at a local server: one that hangs (→ ``failed: timeout``), one that serves goo
 
 from __future__ import annotations
 
+import os
 import stat
+import subprocess
 import sys
 import tempfile
 import time
@@ -20,7 +22,7 @@ from sqlalchemy import Engine, func, select
 from schema.crawl import CrawlRun
 from schema.prices import Offer
 from schema.types import utcnow
-from service.core.config import Settings
+from service.core.config import PROJECT_ROOT, Settings
 from service.crawl.child import run_crawl_in_child
 from service.crawl.scheduler import build_scheduler
 from tests.conftest import FIXTURES
@@ -219,3 +221,54 @@ def test_alert_delivery_has_its_own_thread_when_every_crawl_is_busy(
     finally:
         release.set()
         scheduler.shutdown(wait=False)
+
+
+ORPHAN_PARENT = """
+import sys
+from service.core.config import Settings
+from service.core.db import make_engine
+from service.crawl import child
+
+child.BACKSTOP_SECONDS = 1.0
+settings = Settings.model_validate_json(sys.argv[1])
+child.run_crawl_in_child(make_engine(settings.database_url), settings, "oracle")
+"""
+
+
+def test_a_hanging_child_of_a_killed_parent_ends_by_itself(
+    sqlite_engine: Engine, sqlite_url: str, server: ReplayServer
+) -> None:
+    """The parent, which enforces the crawl's timeout, is SIGKILLed while its child hangs on
+    a slow page: the child (a session of its own, so it survives) ends itself shortly after
+    the limit, and its run is closed as interrupted by the next crawl of its source."""
+    from service.catalog.run_owner import owner_alive
+
+    server.route(ROUTE, Reply.file(FILE, delay=120))
+    base = Settings(database_url=sqlite_url, environment="test", _env_file=None)  # type: ignore[call-arg]
+    settings = crawl_settings(base, server, crawl_timeout_seconds=3, http_timeout_seconds=120)
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    parent = subprocess.Popen(
+        [sys.executable, "-c", ORPHAN_PARENT, settings.model_dump_json()], env=env
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # the child has claimed its run: it is running
+            with sqlite_engine.connect() as conn:
+                row = conn.execute(select(RUN.c.id, RUN.c.owner)).one_or_none()
+            if row is not None and row.owner and row.owner.split(":")[1] != str(parent.pid):
+                break
+            assert parent.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        started = time.monotonic()
+    finally:
+        parent.kill()
+        parent.wait()
+    assert owner_alive(row.owner) is True  # orphaned, hanging on the page
+    while owner_alive(row.owner):  # the limit (3 s) and the backstop (1 s), from its start
+        assert time.monotonic() - started < 20, "the orphaned child never ended"
+        time.sleep(0.1)
+    assert run_row(sqlite_engine, row.id)["status"] == "running"  # nobody closed it yet
+    server.route(ROUTE, Reply.file(FILE))
+    assert run_crawl_in_child(sqlite_engine, crawl_settings(base, server), "oracle").label == "ok"
+    closed = run_row(sqlite_engine, row.id)
+    assert (closed["status"], closed["reason"]) == ("failed", "interrupted")
