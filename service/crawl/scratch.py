@@ -67,7 +67,7 @@ def mark_child(folder: Path, pid: int) -> None:
 
 def _mark(path: Path, owner: str) -> None:
     with contextlib.suppress(OSError):  # unmarked, the folder is kept (see the module)
-        path.write_text(owner, encoding="ascii")
+        path.write_text(owner, encoding="utf-8")
 
 
 def sweep(directory: Path | None = None, now: float | None = None) -> list[Path]:
@@ -90,7 +90,11 @@ def sweep(directory: Path | None = None, now: float | None = None) -> list[Path]
         if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid:
             continue
         folder = Path(entry.path)
-        if _unused(folder, now - info.st_mtime):
+        try:
+            unused = _unused(folder, now - info.st_mtime)
+        except OSError:  # /proc unreadable of a sudden: keep it, for now
+            continue
+        if unused:
             shutil.rmtree(folder, ignore_errors=True)
             if not folder.exists():
                 removed.append(folder)
@@ -120,9 +124,12 @@ def _read_mark(path: Path) -> str | None:
             raw = handle.read(MARK_BYTES + 1)
     except OSError:
         return None
-    if len(raw) > MARK_BYTES or not raw.isascii():
+    if len(raw) > MARK_BYTES:
         return None
-    return raw.decode("ascii").strip() or None
+    try:
+        return raw.decode("utf-8").strip() or None
+    except UnicodeDecodeError:
+        return None
 
 
 def _group_alive(owner: str | None) -> bool:
