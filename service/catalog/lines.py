@@ -142,6 +142,10 @@ class LineRecords(Protocol):
 
     def items(self, index: LineIndex | None = None) -> Iterator[Any]: ...
 
+    def line_position(self, item: int) -> int:
+        """The line of the ``item``-th item the last reading handed on."""
+        ...
+
 
 def lines_apply(
     conn: Connection, source: str, parser_version: str | None, reference_digest: str

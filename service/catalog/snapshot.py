@@ -3,6 +3,8 @@ a batch of lines at a time."""
 
 from __future__ import annotations
 
+from array import array
+from bisect import bisect_right
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from itertools import chain, repeat
@@ -36,6 +38,11 @@ class JsonlRecords:
     def __init__(self, path: Path, source: str) -> None:
         self.path, self.source = path, source
         self.rejections: list[Rejection] = []
+        self._skipped_at = array("q")
+        self._skipped_before = array("q")
+        """The lines a reading handed nothing on for (blank, too long, invalid JSON), as
+        runs: before the item numbered ``_skipped_at[k]``, ``_skipped_before[k]`` lines
+        in all were skipped (a run per item at most: see :meth:`line_position`)."""
 
     def __iter__(self) -> Iterator[Any]:
         return self.items()
@@ -59,7 +66,8 @@ class JsonlRecords:
         hold no interpreter lock, and their folding), up to :data:`READ_AHEAD` lines are
         read and digested ahead."""
         self.rejections.clear()
-        reject, source = self.rejections.append, self.source
+        del self._skipped_at[:], self._skipped_before[:]
+        reject, source, skip = self.rejections.append, self.source, self._skip
         with self.path.open("rb") as handle:
             raw = _lines(handle)
             lines: Iterator[Any] = zip(raw, repeat(None))
@@ -73,8 +81,10 @@ class JsonlRecords:
                     reject(
                         Rejection(position, f"line {number}: longer than {MAX_LINE_BYTES} bytes")
                     )
+                    skip(position)
                     continue
                 if not line.strip():
+                    skip(position)
                     continue
                 if line_number is not None:
                     known = line_number(digest)
@@ -85,8 +95,25 @@ class JsonlRecords:
                     value = parse_line(line, source)
                 except orjson.JSONDecodeError as exc:
                     reject(Rejection(position, f"line {number}: invalid JSON ({exc})"))
+                    skip(position)
                     continue
                 yield value if digest is None else Fresh(value, digest)
+
+    def _skip(self, line: int) -> None:
+        """Line ``line`` (0-based) hands nothing on."""
+        before = self._skipped_before[-1] if self._skipped_before else 0
+        item = line - before  # the number of the next item handed on
+        if self._skipped_at and self._skipped_at[-1] == item:
+            self._skipped_before[-1] += 1
+        else:
+            self._skipped_at.append(item)
+            self._skipped_before.append(before + 1)
+
+    def line_position(self, item: int) -> int:
+        """The line (0-based) of the ``item``-th item the last reading handed on (a
+        record's position in the validation's numbering), past the lines it skipped."""
+        runs = bisect_right(self._skipped_at, item)
+        return item + (self._skipped_before[runs - 1] if runs else 0)
 
 
 def _digested(lines: Iterator[bytes | None], index: LineIndex) -> Iterator[Any]:

@@ -64,6 +64,8 @@ class Batches:
         handle: StateHandle | None = None,
     ) -> None:
         self.validator = StreamValidator(source, upstream, protected, index, handle)
+        if isinstance(records, LineRecords):  # a rejection names its line
+            self.validator.locate = records.line_position
         self._index, self._handle = index, handle
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=1)
         self._stop = threading.Event()

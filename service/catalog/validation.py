@@ -14,8 +14,8 @@ applies the crawl again with every protected key known from the start (see
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from pydantic import ValidationError
@@ -119,6 +119,11 @@ class StreamValidator:
         """Lines skipped as unchanged."""
         self.regions: set[str] = set()
         self.position = 0
+        """Records read so far: a rejection's position in the crawl (see :attr:`locate`)."""
+        self.locate: Callable[[int], int] | None = None
+        """Where a record's position is in the crawl's own numbering, when the records are
+        not numbered one by one (a JSON Lines file's lines: blank and unreadable lines
+        hand no record on); None: as read."""
         self.late = False
         """Whether a key was protected after a record of it was handed on."""
         self._upstream_read = 0
@@ -293,9 +298,13 @@ class StreamValidator:
         return {provider for provider, count in counts.items() if count > 0}
 
     def all_rejections(self) -> list[Rejection]:
-        """Upstream rejections first, then this validation's (the order they are stored)."""
+        """Upstream rejections first, then this validation's (the order they are stored),
+        each at its place in the crawl (:attr:`locate`)."""
         self._protect_upstream()
-        return [*self.upstream, *self.rejections]
+        locate, own = self.locate, self.rejections
+        if locate is not None:
+            own = [replace(rejection, position=locate(rejection.position)) for rejection in own]
+        return [*self.upstream, *own]
 
 
 def _no_row(hi: int, lo: int) -> int:

@@ -51,7 +51,9 @@ def ingest(
         source, result.status.value, result.reason, result.catalog_version, result.counts, fmt
     )
     for rejection in result.rejections[:20]:
-        err.print(f"rejected record {rejection.position}: {rejection.reason}", highlight=False)
+        line = f"line {rejection.position + 1}"  # a file's rejections are at their lines
+        reason = rejection.reason.removeprefix(f"{line}: ")
+        err.print(f"rejected {line}: {reason}", highlight=False)
     if result.status.value != "ok":
         raise typer.Exit(EXIT_PARTIAL)
 

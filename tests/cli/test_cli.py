@@ -76,7 +76,10 @@ def test_ingest_file_with_bad_lines_rejects_them_and_keeps_the_rest(
     assert code == 0, err
     summary = json.loads(out)[0]
     assert summary["added"] == 3 and summary["rejected"] == 3
-    assert "line 2: invalid JSON" in err and "price must be positive" in err
+    rejected = [line for line in err.splitlines() if line.startswith("rejected")]
+    assert rejected[0].startswith("rejected line 2: invalid JSON")
+    assert rejected[1].startswith("rejected line 4: record: Input should be a valid dictionary")
+    assert rejected[2] == "rejected line 6: amount: price must be positive"
 
 
 def test_usage_errors_exit_2(cli: CliRunner) -> None:
