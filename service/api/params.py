@@ -64,6 +64,20 @@ def invalid(name: str, reason: str, status: int = 422) -> Problem:
     )
 
 
+def iso_country(name: str, value: str | None) -> str | None:
+    """``value`` upper-cased when it is an ISO 3166-1 alpha-2 country; a 422 problem
+    naming parameter ``name`` otherwise (a code no country has matches nothing: an error,
+    not an empty answer)."""
+    return _iso(name, value) if value else None
+
+
+def _iso(name: str, value: str) -> str:
+    code = value.upper()
+    if code not in country_codes():
+        raise invalid(name, f"{value!r} is not an ISO 3166-1 alpha-2 country")
+    return code
+
+
 def _split(name: str, values: list[str] | None, *, countries: bool = False) -> list[str]:
     out: list[str] = []
     for value in values or []:
@@ -71,11 +85,7 @@ def _split(name: str, values: list[str] | None, *, countries: bool = False) -> l
             part = part.strip()
             if not part:
                 continue
-            if countries:
-                part = part.upper()
-                if part not in country_codes():
-                    raise invalid(name, f"{part!r} is not an ISO 3166-1 alpha-2 country")
-            out.append(part)
+            out.append(_iso(name, part) if countries else part)
     return out
 
 
@@ -215,7 +225,7 @@ def listing(
     filters = OfferFilters(
         gpu=gpu,
         provider=providers or None,
-        country=country.upper() if country else None,
+        country=iso_country("country", country),
         price_kind=price_kind.value if price_kind else None,
         source=source,
         min_gpus=min_gpus,

@@ -89,6 +89,8 @@ def test_offer_and_history_oldest_first(client: TestClient) -> None:
         ("/v1/offers?limit=0", 422, "limit"),
         ("/v1/offers?limit=5000", 422, "limit"),
         ("/v1/offers?country=Germany", 422, "country"),
+        ("/v1/offers?country=ZZ", 422, "country"),  # two letters, no country's
+        ("/v1/regions?country=zz", 422, "country"),
         ("/v1/offers?price_kind=forever", 422, "price_kind"),
         ("/v1/offers?min_gpus=lots", 422, "min_gpus"),
         ("/v1/offers?colour=red", 400, "colour"),

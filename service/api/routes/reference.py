@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Query
 
 from schema.types import utcnow
 from service.api.deps import ConnDep, VersionDep, reject_unknown_params
+from service.api.params import iso_country
 from service.api.problems import Problem
 from service.query.reference import get_gpu, get_provider, list_gpus, list_providers, list_regions
 from service.query.sql import NotFound
@@ -51,4 +52,4 @@ def regions(
     provider: Annotated[str | None, Query(max_length=64)] = None,
     country: Annotated[str | None, Query(pattern="^[A-Za-z]{2}$")] = None,
 ) -> list[dict[str, Any]]:
-    return list_regions(conn, provider, country)
+    return list_regions(conn, provider, iso_country("country", country))
