@@ -85,6 +85,8 @@ def test_ingest_file_with_bad_lines_rejects_them_and_keeps_the_rest(
 def test_usage_errors_exit_2(cli: CliRunner) -> None:
     assert run(cli, "offers", "--price-kind", "forever")[0] == 2
     assert run(cli, "offers", "--country", "Germany")[0] == 2
+    code, _, err = run(cli, "offers", "--country", "ZZ")  # two letters, no country's
+    assert code == 2 and "--country: 'ZZ' is not an ISO 3166-1 alpha-2 country" in err
     assert run(cli, "crawl")[0] == 2
     assert run(cli, "nonsense")[0] == 2
 
