@@ -13,6 +13,7 @@ from sqlalchemy import JSON
 from sqlmodel import Field, SQLModel
 
 from schema.base import metadata  # noqa: F401
+from schema.codes import country_codes
 from schema.compliance import CERT_SCHEMES, CertScheme
 from schema.enums import PriceKind
 from schema.types import UTCDateTime
@@ -118,8 +119,14 @@ class SubscriptionFilters(BaseModel):
 
     @field_validator("country", "not_country")
     @classmethod
-    def _upper(cls, value: str | None) -> str | None:
-        return value.upper() if value else value
+    def _country(cls, value: str | None) -> str | None:
+        """Upper-cased, and a country's: a code no country has would never match."""
+        if not value:
+            return value
+        code = value.upper()
+        if code not in country_codes():
+            raise ValueError(f"{value!r} is not an ISO 3166-1 alpha-2 country")
+        return code
 
     @field_validator("gpu")
     @classmethod

@@ -101,6 +101,14 @@ def test_create_list_events_delete(client: TestClient, engine: Engine, settings:
             "url",
         ),
         ({"channel": "webhook", "condition": {"new_offer": True}, "url": "gopher://x/"}, "url"),
+        (  # two letters, but no country's: the alert could never fire
+            {"channel": "atom", "condition": {"new_offer": True}, "filters": {"country": "ZZ"}},
+            "filters.country",
+        ),
+        (
+            {"channel": "atom", "condition": {"new_offer": True}, "filters": {"not_country": "qq"}},
+            "filters.not_country",
+        ),
     ],
 )
 def test_bad_bodies_are_problems(
@@ -138,6 +146,7 @@ def test_changes_feed(client: TestClient, engine: Engine, settings: Settings) ->
     assert none.findall(f"{A}entry") == []
     problem(client.get("/v1/changes.atom?colour=red"), 400)
     problem(client.get("/v1/changes.atom?min_gpus=lots"), 422)
+    problem(client.get("/v1/changes.atom?country=ZZ"), 422)
 
 
 def test_atom_survives_hostile_strings() -> None:
