@@ -68,8 +68,9 @@ def emit(
     elif fmt is Format.csv:
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(columns)
+        safe = _spreadsheet_safe(columns)
         for row in rows:
-            writer.writerow([text(row.get(c)) for c in columns])
+            writer.writerow([safe[i](text(row.get(c))) for i, c in enumerate(columns)])
     else:
         table = Table(title=title, show_lines=False, header_style="bold")
         cells = [[text(row.get(c)) for c in columns] for row in rows]
@@ -138,9 +139,24 @@ def emit_documents(documents: Any, fmt: Format, model: Any = None) -> None:
         columns = columns_of(model)
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(columns)
+        safe = _spreadsheet_safe(columns)
         for document in documents:
-            writer.writerow([_cell(cell_of(document, c), api_dumps) for c in columns])
+            writer.writerow(
+                [safe[i](_cell(cell_of(document, c), api_dumps)) for i, c in enumerate(columns)]
+            )
     out.flush()
+
+
+def _spreadsheet_safe(columns: Sequence[str]) -> list[Any]:
+    """For each CSV column, what its cells go through: a source's free text (``sku``,
+    ``offer.region``...) is made inert for spreadsheets (service.core.spreadsheet)."""
+    from service.core.spreadsheet import INERT_COLUMNS, inert
+
+    return [inert if c.rsplit(".", 1)[-1] in INERT_COLUMNS else _same for c in columns]
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _cell(value: Any, api_dumps: Any) -> str:

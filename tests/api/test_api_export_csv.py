@@ -77,3 +77,39 @@ def test_the_tax_flag_is_exported_in_every_format(client: TestClient) -> None:
     table = pq.read_table(io.BytesIO(client.get("/v1/export?format=parquet").content))
     assert str(table.schema.field("price_includes_tax").type) == "bool"
     assert set(table.column("price_includes_tax").to_pylist()) == {None, True, False}
+
+
+FORMULAS = ['=HYPERLINK("http://evil.example","click")', "+1 GPU", "-x", "@SUM(A1:A9)"]
+
+
+def test_a_sources_formulas_are_inert_in_csv_and_exact_elsewhere(
+    engine: Engine, settings: Settings, reference_data: None
+) -> None:
+    """A scraped name a spreadsheet would run (``=HYPERLINK(...)``) is a text cell in CSV,
+    with an apostrophe before it; JSON Lines and Parquet keep it as the source wrote it, and
+    no other column (numbers, ``cluster_basis``'s dashes) is touched."""
+    records = [
+        record(i, sku=f"{text}{i}", region=text, gpu_name_raw=text)
+        for i, text in enumerate(FORMULAS)
+    ] + [record(9, sku="plain-9", region="eu-1")]
+    ingest(engine, settings, CrawlResult(source="acme", records=records))
+    clients = api_client(settings)
+    client = next(clients)
+    try:
+        rows = list(csv.DictReader(io.StringIO(client.get("/v1/export?format=csv").text)))
+        lines = client.get("/v1/export", params={"format": "jsonl"}).text.splitlines()
+        exact = [json.loads(line) for line in lines]
+        table = pq.read_table(io.BytesIO(client.get("/v1/export?format=parquet").content))
+    finally:
+        clients.close()
+    assert len(rows) == len(exact) == table.num_rows == 5
+    for row, obj, sku in zip(rows, exact, table.column("sku").to_pylist(), strict=True):
+        assert obj["sku"] == sku  # Parquet and JSON Lines: as written
+        for name in ("sku", "region", "gpu_name_raw"):
+            if obj[name][0] in "=+-@":
+                assert row[name] == "'" + obj[name]
+            else:
+                assert row[name] == obj[name]
+        for name in ("amount", "price_usd", "cluster_basis", "provider", "source"):
+            assert row[name] == ("" if obj[name] is None else str(obj[name]))
+    assert {r["region"] for r in rows} == {"'" + text for text in FORMULAS} | {"eu-1"}

@@ -44,6 +44,10 @@ HOSTILE = [
     "tab\there",
     "Ünïcødé – 東京 😀 עברית",
     "mixed, \"all\"\nof 'them'",
+    '=HYPERLINK("http://x","y")',  # formulas, for a spreadsheet: made inert in CSV
+    "+1 GPU",
+    "-dash",
+    "@SUM(1)",
 ]
 """What ingest accepts (it strips outer whitespace and refuses control characters)."""
 
@@ -60,6 +64,7 @@ RAW = [
     'trailing quote"',
     "\r",
     "\n",
+    "\t=tab first",
 ]
 """Written straight into the tables: what older data or another writer may hold."""
 
@@ -266,7 +271,10 @@ def test_awkward_values_are_present(catalog: Engine) -> None:
         assert value in body
     assert "0999-12-31T23:00:00.500000+00:00" in body
     assert ",true," in body and ",false," in body and ",EUR," in body and ",JPY," in body
+    assert '"\'=HYPERLINK(""http://x"",""y"")' in body and ",'@SUM(1)," in body
+    assert "\n=HYPERLINK" not in body and ",=HYPERLINK" not in body and ",@SUM" not in body
     jsonl = _body(catalog, _listing(catalog), True, server=True).decode()
+    assert '"=HYPERLINK(\\"http://x\\",\\"y\\")' in jsonl  # exact in JSON
     assert '"controls \\u0001\\b\\u000b\\f\\u001b\\u001f\x7f"' in jsonl
     assert '"bare_metal":null' in jsonl and '"price_is_floor":true' in jsonl
 

@@ -158,3 +158,29 @@ def test_unmapped_names_are_listed(cli: CliRunner, tmp_path: Path) -> None:
         ("gpu", "Quantum Flux 9000", 1)
     ]
     assert run(cli, "unmapped", "--kind", "colour")[0] == 2
+
+
+def test_csv_output_keeps_a_sources_formulas_inert(cli: CliRunner, tmp_path: Path) -> None:
+    """``-f csv`` and ``gpuatlas export`` write a scraped name a spreadsheet would run as
+    a text cell (an apostrophe before it); ``-f json`` as the source wrote it."""
+    import csv
+    import io
+
+    assert run(cli, "reference", "load")[0] == 0
+    evil = '=HYPERLINK("http://evil.example","click")'
+    feed = write_jsonl(
+        tmp_path / "feed.jsonl",
+        [record(0, source="mytool", sku=evil, region="@A1"), record(1, source="mytool")],
+    )
+    assert run(cli, "ingest", "mytool", "--file", str(feed), "-f", "json")[0] == 0
+    code, out, _ = run(cli, "offers", "--provider", "acme", "-f", "csv")
+    assert code == 0
+    rows = {r["id"]: r for r in csv.DictReader(io.StringIO(out))}
+    assert sorted(r["sku"] for r in rows.values()) == ["'" + evil, "gpu-1"]
+    assert "'@A1" in {r["region"] for r in rows.values()}
+    code, out, _ = run(cli, "offers", "--provider", "acme", "-f", "json")
+    assert evil in {offer["sku"] for offer in json.loads(out)}
+    target = tmp_path / "all.csv"
+    assert run(cli, "export", "-o", str(target), "--provider", "acme")[0] == 0
+    exported = list(csv.DictReader(io.StringIO(target.read_text())))
+    assert sorted(r["sku"] for r in exported) == ["'" + evil, "gpu-1"]

@@ -60,6 +60,7 @@ from schema.types import DecimalType, UTCDateTime, decimal_to_text
 from service.api.deps import ConnDep, cache, get_engine, reject_unknown_params
 from service.api.params import FILTER_PARAMS, ListingDep
 from service.catalog.locations import locations_text
+from service.core.spreadsheet import FORMULA_START, INERT_COLUMNS, inert
 from service.query.filters import ComplianceSets, OfferFilters
 from service.query.offers import base_query, stream_offers
 from service.query.offers import stream_raw_offers as stream_raw
@@ -139,6 +140,7 @@ PARQUET_SCHEMA = pa.schema(
 
 CHUNK = 64 * 1024
 """Bytes per streamed chunk (about)."""
+
 SELECTED: dict[str, Any] = {c.name: c for c in (*OFFER_COLUMNS, payload_sha256())}
 EXPORT_COLUMNS = [SELECTED[column] for _, column in COLUMNS if column in SELECTED]
 """The offer's own columns; :func:`_columns` adds the location ones for a request."""
@@ -226,6 +228,8 @@ def _converters(dialect: Dialect, jsonl: bool) -> list[tuple[int, Convert]]:
             out.append((position, _memo(decimal_to_text)))
         elif kind == "date" and not sqlite:
             out.append((position, _memo(date.isoformat)))
+    if not jsonl:
+        out += [(NAMES.index(name), _memo(inert)) for name in sorted(INERT_COLUMNS)]
     return out
 
 
@@ -318,7 +322,9 @@ def _server_columns(jsonl: bool, columns: Sequence[Any]) -> list[Any]:
     Decimals: ``trim_scale`` drops NUMERIC's padding zeros (the canonical text);
     timestamps: see :func:`_iso_utc`; dates: ISO; booleans: ``true``/``false`` (JSON:
     native). CSV only: an empty string becomes NULL, which COPY writes unquoted, as
-    ``csv.writer`` writes ``""`` (COPY would quote it to tell it from NULL).
+    ``csv.writer`` writes ``""`` (COPY would quote it to tell it from NULL), and a source's
+    free text that a spreadsheet would run as a formula gets its apostrophe
+    (:mod:`service.core.spreadsheet`).
     """
     out: list[Any] = []
     for name, column in zip(NAMES, columns, strict=True):
@@ -334,6 +340,8 @@ def _server_columns(jsonl: bool, columns: Sequence[Any]) -> list[Any]:
             value = cast(column, Text)
         elif kind == "text" and not jsonl:
             value = func.nullif(column, "")
+            if name in INERT_COLUMNS:  # service.core.spreadsheet
+                value = case((func.left(value, 1).in_(FORMULA_START), "'" + value), else_=value)
         else:
             value = column
         out.append(value.label(name))
