@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -170,6 +170,26 @@ class Settings(BaseSettings):
         return value or None
 
 
+class SettingsError(ValueError):
+    """A setting in the environment (or ``.env``) that is not valid."""
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    return Settings()
+    """The process's settings; :class:`SettingsError` names each invalid variable (never
+    its value: a URL or a key may hold a secret)."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise SettingsError(describe_settings_error(exc)) from None
+
+
+def describe_settings_error(error: ValidationError) -> str:
+    """``invalid settings: GPUATLAS_CRAWL_TIMEOUT_SECONDS: Input should be greater than 0``."""
+    prefix = Settings.model_config.get("env_prefix", "")
+    parts = []
+    for item in error.errors(include_url=False, include_input=False):
+        field, *inside = item["loc"] or ("",)
+        name = f"{prefix}{str(field).upper()}" + "".join(f"[{p}]" for p in inside)
+        parts.append(f"{name}: {item['msg']}")
+    return "invalid settings: " + "; ".join(parts)

@@ -102,16 +102,32 @@ def test_errors_are_one_line(cli: CliRunner, tmp_path: Path) -> None:
     assert code == 1 and "unknown source" in err
 
 
-def _gpuatlas(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+def _gpuatlas(url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*GPUATLAS, *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
         timeout=60,
-        env={"GPUATLAS_DATABASE_URL": url, "PATH": "/usr/bin:/bin"},
+        env={"GPUATLAS_DATABASE_URL": url, "PATH": "/usr/bin:/bin", **env},
         check=False,
     )
+
+
+def test_an_invalid_setting_is_named_and_its_value_never_shown(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'new.db'}"
+    result = _gpuatlas(
+        url,
+        "offers",
+        GPUATLAS_CRAWL_TIMEOUT_SECONDS="-1",
+        GPUATLAS_ENVIRONMENT="s3cret-staging",
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "error: invalid settings: GPUATLAS_ENVIRONMENT: Input should be 'development', "
+        "'test' or 'production'; GPUATLAS_CRAWL_TIMEOUT_SECONDS: Input should be greater "
+        "than 0"
+    ]
 
 
 @pytest.mark.parametrize(
