@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsError as PydanticSettingsError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 FIXTURES_DIR = PROJECT_ROOT / "fixtures"
@@ -182,6 +184,13 @@ def get_settings() -> Settings:
         return Settings()
     except ValidationError as exc:
         raise SettingsError(describe_settings_error(exc)) from None
+    except PydanticSettingsError as exc:  # a value pydantic-settings could not decode
+        found = re.search(r'field "([^"]+)"', str(exc))
+        prefix = Settings.model_config.get("env_prefix", "")
+        name = f"{prefix}{found.group(1).upper()}" if found else "a variable"
+        raise SettingsError(
+            f"invalid settings: {name}: not valid JSON (lists and mappings are written as JSON)"
+        ) from None
 
 
 def describe_settings_error(error: ValidationError) -> str:

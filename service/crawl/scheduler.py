@@ -28,7 +28,11 @@ from schema.types import utcnow
 from service.catalog.run_owner import close_dead_runs
 from service.core.config import Settings
 from service.core.db import writer
-from service.crawl.schedules import intervals, parse_interval  # noqa: F401 (re-exported)
+from service.crawl.schedules import (  # noqa: F401 (parse_interval re-exported)
+    check_schedules,
+    intervals,
+    parse_interval,
+)
 from service.crawl.scratch import sweep
 from service.crawl.sources import sync_sources
 from service.query.runs import last_good_crawls
@@ -46,6 +50,7 @@ class SchedulerLockError(RuntimeError):
 def source_schedules(settings: Settings) -> dict[str, int]:
     """Source name -> interval in seconds (configuration overrides the source default)."""
     defaults = {name: getattr(cls, "schedule", "6h") for name, cls in all_sources().items()}
+    check_schedules(settings, defaults)
     return intervals(settings, defaults)
 
 

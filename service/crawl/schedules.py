@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,6 +21,19 @@ def parse_interval(value: str) -> int:
     if seconds < 10:
         raise ValueError(f"schedule {value!r} is shorter than 10 s")
     return seconds
+
+
+def check_schedules(settings: Settings, sources: Iterable[str]) -> None:
+    """Raise ValueError when ``GPUATLAS_SCHEDULES`` names a source that is not one of
+    ``sources`` (every registered source): a misspelt name would be ignored, and the
+    source crawled on its default schedule."""
+    unknown = sorted(set(settings.schedules) - set(sources))
+    if unknown:
+        names = ", ".join(repr(name) for name in unknown)
+        raise ValueError(
+            f"GPUATLAS_SCHEDULES names unknown sources: {names} (`gpuatlas sources` lists the "
+            "known ones)"
+        )
 
 
 def intervals(settings: Settings, defaults: Mapping[str, str]) -> dict[str, int]:

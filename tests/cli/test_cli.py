@@ -128,6 +128,27 @@ def test_an_invalid_setting_is_named_and_its_value_never_shown(tmp_path: Path) -
         "'test' or 'production'; GPUATLAS_CRAWL_TIMEOUT_SECONDS: Input should be greater "
         "than 0"
     ]
+    garbled = _gpuatlas(url, "sources", GPUATLAS_SCHEDULES='{"vastai": "10m"')
+    assert garbled.returncode == 1
+    assert garbled.stderr.strip() == (
+        "error: invalid settings: GPUATLAS_SCHEDULES: not valid JSON (lists and mappings "
+        "are written as JSON)"
+    )
+
+
+def test_sources_warns_of_a_misspelt_schedule(
+    cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from service.core.config import get_settings
+
+    monkeypatch.setenv("GPUATLAS_SCHEDULES", '{"vast-ai": "10m"}')
+    get_settings.cache_clear()
+    try:
+        code, out, err = run(cli, "sources")
+    finally:
+        get_settings.cache_clear()
+    assert code == 0 and "vastai" in out  # listed all the same
+    assert "warning: GPUATLAS_SCHEDULES names unknown sources: 'vast-ai'" in err
 
 
 @pytest.mark.parametrize(

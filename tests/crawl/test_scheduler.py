@@ -272,3 +272,19 @@ def test_a_hanging_child_of_a_killed_parent_ends_by_itself(
     assert run_crawl_in_child(sqlite_engine, crawl_settings(base, server), "oracle").label == "ok"
     closed = run_row(sqlite_engine, row.id)
     assert (closed["status"], closed["reason"]) == ("failed", "interrupted")
+
+
+def test_a_misspelt_source_in_the_schedules_is_an_error(sqlite_engine: Engine) -> None:
+    """``GPUATLAS_SCHEDULES={"vast-ai": "10m"}`` would be ignored, the source crawled on its
+    default: the scheduler refuses to start, naming it."""
+    settings = Settings(
+        database_url="sqlite://",
+        environment="test",
+        schedules={"vastai": "10m", "vast-ai": "10m"},
+        _env_file=None,
+    )  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="GPUATLAS_SCHEDULES names unknown sources: 'vast-ai'"):
+        build_scheduler(sqlite_engine, settings, run=lambda name: None)
+    fine = settings.model_copy(update={"schedules": {"vastai": "10m", "aws": "off"}})
+    scheduler = build_scheduler(sqlite_engine, fine, run=lambda name: None)
+    assert "aws" not in {job.id for job in scheduler.get_jobs()}
