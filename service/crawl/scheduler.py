@@ -191,6 +191,7 @@ class Leader:
         return self.scheduler is not None
 
     def start(self) -> None:
+        source_schedules(self.settings)  # a bad GPUATLAS_SCHEDULES fails here, on both backends
         try:
             sync_sources(self.engine)  # the API reads source metadata from the database
         except Exception:  # stale metadata must not keep the scheduler from running

@@ -285,6 +285,12 @@ def test_a_misspelt_source_in_the_schedules_is_an_error(sqlite_engine: Engine) -
     )  # type: ignore[call-arg]
     with pytest.raises(ValueError, match="GPUATLAS_SCHEDULES names unknown sources: 'vast-ai'"):
         build_scheduler(sqlite_engine, settings, run=lambda name: None)
+    from service.crawl.scheduler import Leader
+
+    leader = Leader(sqlite_engine, settings)  # at start, before a lock is taken or a thread
+    with pytest.raises(ValueError, match="'vast-ai'"):
+        leader.start()
+    assert not leader.is_leader and leader._thread is None
     fine = settings.model_copy(update={"schedules": {"vastai": "10m", "aws": "off"}})
     scheduler = build_scheduler(sqlite_engine, fine, run=lambda name: None)
     assert "aws" not in {job.id for job in scheduler.get_jobs()}
