@@ -24,16 +24,22 @@ def parse_interval(value: str) -> int:
 
 
 def check_schedules(settings: Settings, sources: Iterable[str]) -> None:
-    """Raise ValueError when ``GPUATLAS_SCHEDULES`` names a source that is not one of
-    ``sources`` (every registered source): a misspelt name would be ignored, and the
-    source crawled on its default schedule."""
-    unknown = sorted(set(settings.schedules) - set(sources))
-    if unknown:
-        names = ", ".join(repr(name) for name in unknown)
-        raise ValueError(
-            f"GPUATLAS_SCHEDULES names unknown sources: {names} (`gpuatlas sources` lists the "
-            "known ones)"
-        )
+    """Raise ValueError when a per-source setting (``GPUATLAS_SCHEDULES``,
+    ``GPUATLAS_SOURCE_BASE_URLS``) names a source that is not one of ``sources`` (every
+    registered source): a misspelt name would be ignored, and the source crawled on its
+    default schedule, at its default URL."""
+    known = set(sources)
+    problems = []
+    for variable, names in (
+        ("GPUATLAS_SCHEDULES", settings.schedules),
+        ("GPUATLAS_SOURCE_BASE_URLS", settings.source_base_urls),
+    ):
+        unknown = sorted(set(names) - known)
+        if unknown:
+            listed = ", ".join(repr(name) for name in unknown)
+            problems.append(f"{variable} names unknown sources: {listed}")
+    if problems:
+        raise ValueError("; ".join(problems) + " (`gpuatlas sources` lists the known ones)")
 
 
 def intervals(settings: Settings, defaults: Mapping[str, str]) -> dict[str, int]:

@@ -291,6 +291,11 @@ def test_a_misspelt_source_in_the_schedules_is_an_error(sqlite_engine: Engine) -
     with pytest.raises(ValueError, match="'vast-ai'"):
         leader.start()
     assert not leader.is_leader and leader._thread is None
+    urls = settings.model_copy(update={"schedules": {}, "source_base_urls": {"orcle": "x"}})
+    with pytest.raises(
+        ValueError, match="GPUATLAS_SOURCE_BASE_URLS names unknown sources: 'orcle'"
+    ):
+        build_scheduler(sqlite_engine, urls, run=lambda name: None)
     fine = settings.model_copy(update={"schedules": {"vastai": "10m", "aws": "off"}})
     scheduler = build_scheduler(sqlite_engine, fine, run=lambda name: None)
     assert "aws" not in {job.id for job in scheduler.get_jobs()}
