@@ -134,6 +134,7 @@ def crawl(
     from crawlers.registry import all_sources as registry
     from crawlers.registry import find_source
     from service.crawl.run import crawl_source
+    from service.crawl.scratch import own_scratch
 
     names = list(registry()) if all_sources else list(sources or [])
     if not names:
@@ -161,7 +162,7 @@ def crawl(
         transient=False,
         disable=fmt is not Format.table,
     )
-    with progress:
+    with progress, own_scratch():  # what it spools is swept if this process is killed
         for name in names:
             task = progress.add_task(name, total=None, info="")
 

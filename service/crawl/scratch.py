@@ -2,10 +2,11 @@
 
 A crawl in a child process (:mod:`service.crawl.child`) spools its responses (AWS's offer
 files run to several GB) into a folder of its own in the temporary directory,
-``gpuatlas-run<RUN>-<random>``, which its parent deletes once the child is gone. A parent
-that is killed (SIGKILL, the OOM killer, a power loss) deletes nothing, and its child may
-live on: the child runs in a session of its own, so it is not killed with its parent; it
-finishes its crawl and closes its run.
+``gpuatlas-run<RUN>-<random>``, which its parent deletes once the child is gone (a crawl
+in the ``gpuatlas crawl`` process itself: ``gpuatlas-runcli-<random>``,
+:func:`own_scratch`). A parent that is killed (SIGKILL, the OOM killer, a power loss)
+deletes nothing, and its child may live on: the child runs in a session of its own, so
+it is not killed with its parent; it finishes its crawl and closes its run.
 
 So each folder names the processes that may use it, in two marker files, each
 ``host:pid:start`` as a run's owner is (:mod:`service.catalog.run_owner`):
@@ -49,7 +50,7 @@ log = logging.getLogger("gpuatlas.crawl")
 
 
 @contextlib.contextmanager
-def scratch_folder(run_id: int) -> Iterator[Path]:
+def scratch_folder(run_id: int | str) -> Iterator[Path]:
     """A new scratch folder for crawl run ``run_id``, marked as this process's, deleted
     when the block ends (whatever is in it)."""
     folder = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{run_id}-"))
@@ -58,6 +59,22 @@ def scratch_folder(run_id: int) -> Iterator[Path]:
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def own_scratch() -> Iterator[Path]:
+    """This process's temporary files (a crawl's spooled responses, Scrapy's folder) in a
+    scratch folder of their own for the block, marked with this process as parent and
+    child: if it is killed, the next sweep removes them as soon as it is gone (``gpuatlas
+    crawl`` in a terminal, SIGKILLed or OOM-killed halfway through AWS's files)."""
+    sweep()
+    with scratch_folder("cli") as folder:
+        mark_child(folder, os.getpid())
+        before, tempfile.tempdir = tempfile.tempdir, str(folder)
+        try:
+            yield folder
+        finally:
+            tempfile.tempdir = before
 
 
 def mark_child(folder: Path, pid: int) -> None:

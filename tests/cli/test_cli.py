@@ -221,3 +221,28 @@ def test_csv_output_keeps_a_sources_formulas_inert(cli: CliRunner, tmp_path: Pat
     assert run(cli, "export", "-o", str(target), "--provider", "acme")[0] == 0
     exported = list(csv.DictReader(io.StringIO(target.read_text())))
     assert sorted(r["sku"] for r in exported) == ["'" + evil, "gpu-1"]
+
+
+def test_the_crawl_command_spools_into_a_scratch_folder_of_its_own(
+    cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What ``gpuatlas crawl`` writes to temporary files goes to its own marked folder
+    (service.crawl.scratch.own_scratch), gone when the command ends."""
+    import tempfile
+
+    from service.crawl import run as crawl_run
+
+    seen: list[str] = []
+    real = crawl_run.crawl_source
+
+    def spying(*args: object, **kwargs: object) -> object:
+        seen.append(tempfile.gettempdir())
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(crawl_run, "crawl_source", spying)
+    assert run(cli, "reference", "load")[0] == 0
+    products = ROOT / "fixtures" / "oracle" / "products-USD.json"
+    code, _, err = run(cli, "crawl", "oracle", "--from-file", str(products), "-f", "json")
+    assert code == 0, err
+    assert len(seen) == 1 and Path(seen[0]).name.startswith("gpuatlas-runcli-")
+    assert not Path(seen[0]).exists() and tempfile.gettempdir() != seen[0]

@@ -30,6 +30,7 @@ from service.crawl.scratch import (
     PREFIX,
     UNMARKED_AFTER,
     mark_child,
+    own_scratch,
     scratch_folder,
     sweep,
 )
@@ -231,3 +232,41 @@ def test_a_killed_parents_folder_is_kept_while_its_child_runs(
         time.sleep(0.05)
     assert sweep(base) == [scratch]
     assert not scratch.exists()
+
+
+KILLED_CLI = """
+import os, signal, sys, tempfile
+from service.crawl.scratch import own_scratch
+
+with own_scratch() as folder:
+    with tempfile.NamedTemporaryFile(delete=False, suffix=".payload") as spooled:
+        spooled.write(b"0" * 100_000)
+    print(spooled.name, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_killed_cli_crawls_spooled_files_are_swept(tmp_path: Path) -> None:
+    """``gpuatlas crawl`` spools into a folder of its own (it is both the folder's parent
+    and child): SIGKILLed halfway, its files go at the next sweep, not a day later."""
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(PROJECT_ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_CLI], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    spooled = Path(done.stdout.strip())
+    assert spooled.parent.parent == tmp_path and spooled.parent.name.startswith(f"{PREFIX}cli-")
+    assert spooled.exists()
+    assert sweep(tmp_path) == [spooled.parent]
+    assert not spooled.exists()
+
+
+def test_own_scratch_holds_this_process_temporary_files(tmp_path: Path) -> None:
+    import tempfile
+
+    before = tempfile.gettempdir()
+    with own_scratch() as folder:
+        assert tempfile.gettempdir() == str(folder)
+        assert (folder / CHILD_MARK).read_text() == (folder / PARENT_MARK).read_text()
+        assert sweep(folder.parent) == []  # this process lives
+    assert tempfile.gettempdir() == before and not folder.exists()
