@@ -198,7 +198,11 @@ def describe_settings_error(error: ValidationError) -> str:
     prefix = Settings.model_config.get("env_prefix", "")
     parts = []
     for item in error.errors(include_url=False, include_input=False):
-        field, *inside = item["loc"] or ("",)
+        message = str(item["msg"]).removeprefix("Value error, ")
+        if not item["loc"]:  # a check of several settings together: it names them
+            parts.append(message)
+            continue
+        field, *inside = item["loc"]
         name = f"{prefix}{str(field).upper()}" + "".join(f"[{p}]" for p in inside)
-        parts.append(f"{name}: {item['msg']}")
+        parts.append(f"{name}: {message}")
     return "invalid settings: " + "; ".join(parts)

@@ -128,6 +128,12 @@ def test_an_invalid_setting_is_named_and_its_value_never_shown(tmp_path: Path) -
         "'test' or 'production'; GPUATLAS_CRAWL_TIMEOUT_SECONDS: Input should be greater "
         "than 0"
     ]
+    placeholder = _gpuatlas(url, "offers", GPUATLAS_ENVIRONMENT="production")
+    assert placeholder.returncode == 1
+    assert placeholder.stderr.strip() == (
+        "error: invalid settings: GPUATLAS_SECRET_KEY is a development placeholder; set a "
+        "real secret in production"
+    )
     garbled = _gpuatlas(url, "sources", GPUATLAS_SCHEDULES='{"vastai": "10m"')
     assert garbled.returncode == 1
     assert garbled.stderr.strip() == (
