@@ -13,7 +13,7 @@ from sqlalchemy import JSON
 from sqlmodel import Field, SQLModel
 
 from schema.base import metadata  # noqa: F401
-from schema.codes import country_codes
+from schema.codes import iso_country
 from schema.compliance import CERT_SCHEMES, CertScheme
 from schema.enums import PriceKind
 from schema.types import UTCDateTime
@@ -121,12 +121,7 @@ class SubscriptionFilters(BaseModel):
     @classmethod
     def _country(cls, value: str | None) -> str | None:
         """Upper-cased, and a country's: a code no country has would never match."""
-        if not value:
-            return value
-        code = value.upper()
-        if code not in country_codes():
-            raise ValueError(f"{value!r} is not an ISO 3166-1 alpha-2 country")
-        return code
+        return iso_country(value) if value else value
 
     @field_validator("gpu")
     @classmethod

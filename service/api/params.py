@@ -11,7 +11,8 @@ from typing import Annotated, Literal
 from fastapi import Depends, Query
 from sqlalchemy import Connection
 
-from schema.codes import country_codes, currency_codes
+from schema import codes
+from schema.codes import currency_codes
 from schema.enums import Interconnect, Network, PriceKind
 from schema.text import ascii_digits
 from service.api.deps import ConnDep
@@ -72,10 +73,10 @@ def iso_country(name: str, value: str | None) -> str | None:
 
 
 def _iso(name: str, value: str) -> str:
-    code = value.upper()
-    if code not in country_codes():
-        raise invalid(name, f"{value!r} is not an ISO 3166-1 alpha-2 country")
-    return code
+    try:
+        return codes.iso_country(value)
+    except ValueError as exc:
+        raise invalid(name, str(exc)) from None
 
 
 def _split(name: str, values: list[str] | None, *, countries: bool = False) -> list[str]:

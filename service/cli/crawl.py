@@ -225,14 +225,14 @@ def crawl(
 def sources_cmd(fmt: FormatOpt = Format.table) -> None:
     """Every source: provider, kind, schedule, last run and when the next one is due."""
     from crawlers.registry import all_sources as registry
-    from service.crawl.schedules import check_schedules, next_runs
+    from service.crawl.schedules import check_source_settings, next_runs
     from service.query.runs import last_runs
 
     with engine().connect() as conn:
         runs = last_runs(conn)
     defaults = {name: getattr(cls, "schedule", "6h") for name, cls in registry().items()}
     try:
-        check_schedules(settings(), defaults)
+        check_source_settings(settings(), defaults)
     except ValueError as exc:  # listed all the same: this is where the names are read
         err.print(f"[yellow]warning:[/yellow] {exc}", markup=True, highlight=False)
     schedule = next_runs(settings(), defaults, {n: r["started_at"] for n, r in runs.items()})

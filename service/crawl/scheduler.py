@@ -29,7 +29,7 @@ from service.catalog.run_owner import close_dead_runs
 from service.core.config import Settings
 from service.core.db import writer
 from service.crawl.schedules import (  # noqa: F401 (parse_interval re-exported)
-    check_schedules,
+    check_source_settings,
     intervals,
     parse_interval,
 )
@@ -50,7 +50,7 @@ class SchedulerLockError(RuntimeError):
 def source_schedules(settings: Settings) -> dict[str, int]:
     """Source name -> interval in seconds (configuration overrides the source default)."""
     defaults = {name: getattr(cls, "schedule", "6h") for name, cls in all_sources().items()}
-    check_schedules(settings, defaults)
+    check_source_settings(settings, defaults)
     return intervals(settings, defaults)
 
 

@@ -23,7 +23,7 @@ def parse_interval(value: str) -> int:
     return seconds
 
 
-def check_schedules(settings: Settings, sources: Iterable[str]) -> None:
+def check_source_settings(settings: Settings, sources: Iterable[str]) -> None:
     """Raise ValueError when a per-source setting (``GPUATLAS_SCHEDULES``,
     ``GPUATLAS_SOURCE_BASE_URLS``) names a source that is not one of ``sources`` (every
     registered source): a misspelt name would be ignored, and the source crawled on its
