@@ -7,7 +7,14 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, StringConstraints, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 from pydantic import Field as PydField
 from sqlalchemy import JSON
 from sqlmodel import Field, SQLModel
@@ -16,7 +23,7 @@ from schema.base import metadata  # noqa: F401
 from schema.codes import iso_country
 from schema.compliance import CERT_SCHEMES, CertScheme
 from schema.enums import PriceKind
-from schema.types import UTCDateTime
+from schema.types import UTCDateTime, within_scale
 
 
 class ApiKey(SQLModel, table=True):
@@ -91,9 +98,9 @@ class Channel(StrEnum):
 
 Slug = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")]
 Country = Annotated[str, StringConstraints(pattern=r"^[A-Za-z]{2}$")]
-Count = Annotated[Decimal, PydField(ge=0, le=1024)]
-Usd = Annotated[Decimal, PydField(gt=0, le=1_000_000)]
-Pct = Annotated[Decimal, PydField(gt=0, le=1000)]
+Count = Annotated[Decimal, PydField(ge=0, le=1024), AfterValidator(within_scale)]
+Usd = Annotated[Decimal, PydField(gt=0, le=1_000_000), AfterValidator(within_scale)]
+Pct = Annotated[Decimal, PydField(gt=0, le=1000), AfterValidator(within_scale)]
 
 CertWatch = Literal[True] | CertScheme
 CERT_CONDITIONS = ("cert_gained", "cert_lost")

@@ -84,6 +84,21 @@ def unpadded(value: Decimal) -> Decimal:
     return value.normalize(_EXACT)
 
 
+def within_scale(value: Decimal) -> Decimal:
+    """A number read from outside (a filter, a threshold) that the database can compare
+    exactly: ``value`` itself, or without its trailing zeros when they run past
+    :data:`NUMERIC_SCALE` places; ``ValueError`` when it has more significant places
+    (PostgreSQL refuses a parameter such as ``1e-99999``, SQLite would read it as 0.0)."""
+    exponent = value.as_tuple().exponent
+    if not isinstance(exponent, int) or exponent >= -NUMERIC_SCALE:
+        return value
+    canonical = unpadded(value)
+    places = canonical.as_tuple().exponent
+    if isinstance(places, int) and places < -NUMERIC_SCALE:
+        raise ValueError(f"more than {NUMERIC_SCALE} decimal places")
+    return canonical
+
+
 class UTCDateTime(TypeDecorator[datetime]):
     """A timestamp that is always aware UTC in Python; naive input is refused."""
 

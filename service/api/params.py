@@ -9,12 +9,14 @@ from enum import StrEnum
 from typing import Annotated, Literal
 
 from fastapi import Depends, Query
+from pydantic import AfterValidator
 from sqlalchemy import Connection
 
 from schema import codes
 from schema.codes import currency_codes
 from schema.enums import Interconnect, Network, PriceKind
 from schema.text import ascii_digits
+from schema.types import within_scale
 from service.api.deps import ConnDep
 from service.api.problems import Problem
 from service.query.filters import (
@@ -52,7 +54,14 @@ FILTER_PARAMS = {
 
 Slug = Annotated[str, Query(max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:+-]*$")]
 Country = Annotated[str | None, Query(pattern="^[A-Za-z]{2}$")]
-Number = Annotated[Decimal | None, Query(ge=0, le=1_000_000)]
+
+
+def _scaled(value: Decimal | None) -> Decimal | None:
+    return None if value is None else within_scale(value)
+
+
+Number = Annotated[Decimal | None, Query(ge=0, le=1_000_000), AfterValidator(_scaled)]
+"""A filter's number: at most ``NUMERIC_SCALE`` decimal places (a 422 beyond)."""
 
 
 def invalid(name: str, reason: str, status: int = 422) -> Problem:
@@ -176,7 +185,7 @@ def listing(
     ] = None,
     bare_metal: bool | None = None,
     max_price_per_gpu_hour: Annotated[
-        Decimal | None, Query(ge=0, le=1_000_000, description="USD")
+        Decimal | None, Query(ge=0, le=1_000_000, description="USD"), AfterValidator(_scaled)
     ] = None,
     interconnect: Annotated[
         list[str] | None,
@@ -201,6 +210,7 @@ def listing(
             description="Gb/s per node between nodes, at least; offers where it is unknown "
             "are left out",
         ),
+        AfterValidator(_scaled),
     ] = None,
     source: Annotated[str | None, Query(max_length=100)] = None,
     include_peers: Annotated[

@@ -18,6 +18,7 @@ from starlette.datastructures import QueryParams
 from schema.codes import country_codes
 from schema.enums import Interconnect, Network, PriceKind
 from schema.text import ascii_digits
+from schema.types import NUMERIC_SCALE, within_scale
 from service.query.filters import OfferFilters
 from service.query.sql import SORT_KEYS
 
@@ -133,7 +134,11 @@ def _decimal(form: ListingForm, name: str, text: str) -> Decimal | None:
     if not value.is_finite() or value < 0 or value > MAX_NUMBER:
         form.errors[name] = "a number from 0 to 1,000,000"
         return None
-    return value
+    try:
+        return within_scale(value)
+    except ValueError:
+        form.errors[name] = f"at most {NUMERIC_SCALE} decimal places"
+        return None
 
 
 def _int(form: ListingForm, name: str, text: str, low: int, high: int) -> int | None:

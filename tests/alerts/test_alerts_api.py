@@ -109,6 +109,14 @@ def test_create_list_events_delete(client: TestClient, engine: Engine, settings:
             {"channel": "atom", "condition": {"new_offer": True}, "filters": {"not_country": "qq"}},
             "filters.not_country",
         ),
+        (  # more decimal places than the database keeps
+            {"channel": "atom", "condition": {"new_offer": True}, "filters": {"min_gpus": "1e-99"}},
+            "filters.min_gpus",
+        ),
+        (
+            {"channel": "atom", "condition": {"below_usd_per_gpu_hour": "0.000000000001"}},
+            "condition.below_usd_per_gpu_hour",
+        ),
     ],
 )
 def test_bad_bodies_are_problems(
@@ -147,6 +155,10 @@ def test_changes_feed(client: TestClient, engine: Engine, settings: Settings) ->
     problem(client.get("/v1/changes.atom?colour=red"), 400)
     problem(client.get("/v1/changes.atom?min_gpus=lots"), 422)
     problem(client.get("/v1/changes.atom?country=ZZ"), 422)
+    # More decimal places than the database keeps: PostgreSQL refused the query (a 500).
+    tiny = problem(client.get("/v1/changes.atom?min_gpus=1e-99999"), 422)
+    assert tiny["invalid_params"][0]["name"] == "min_gpus"
+    problem(client.get("/v1/changes.atom?max_price_per_gpu_hour=0.000000000001"), 422)
 
 
 def test_atom_survives_hostile_strings() -> None:

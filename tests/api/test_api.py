@@ -93,6 +93,8 @@ def test_offer_and_history_oldest_first(client: TestClient) -> None:
         ("/v1/regions?country=zz", 422, "country"),
         ("/v1/offers?price_kind=forever", 422, "price_kind"),
         ("/v1/offers?min_gpus=lots", 422, "min_gpus"),
+        ("/v1/offers?min_gpus=1e-99999", 422, "min_gpus"),  # PostgreSQL refused it: a 500
+        ("/v1/offers?min_network_gbps=0.000000000001", 422, "min_network_gbps"),
         ("/v1/offers?colour=red", 400, "colour"),
         ("/v1/offers?cursor=%%%not-base64", 400, "cursor"),
         ("/v1/offers?cursor=" + "A" * 600, 422, "cursor"),
