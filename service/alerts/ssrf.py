@@ -12,6 +12,8 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+import httpx
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 METADATA_ADDRESSES = frozenset(
@@ -33,12 +35,21 @@ class Target:
 
 
 def parse_url(url: str) -> tuple[str, str, int]:
-    """Scheme, host and port of a webhook URL, or :class:`UnsafeUrl`."""
+    """Scheme, host and port of a webhook URL, or :class:`UnsafeUrl`.
+
+    The URL must also be one that delivery (httpx) can send: ``urlsplit`` quietly drops
+    tabs and newlines and strips leading spaces, which httpx refuses or reads as a
+    relative URL."""
     try:
         parts = urlsplit(url)
         port = parts.port
-    except ValueError as exc:
+        sent = httpx.URL(url)
+    except (ValueError, httpx.InvalidURL) as exc:
         raise UnsafeUrl(f"invalid URL: {exc}") from None
+    if sent.is_relative_url:
+        raise UnsafeUrl("invalid URL: not an absolute URL (leading spaces?)")
+    if port == 0:
+        raise UnsafeUrl("invalid URL: port 0")
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https"):
         raise UnsafeUrl("only http and https URLs are allowed")

@@ -101,6 +101,14 @@ def test_create_list_events_delete(client: TestClient, engine: Engine, settings:
             "url",
         ),
         ({"channel": "webhook", "condition": {"new_offer": True}, "url": "gopher://x/"}, "url"),
+        (  # a public address, but a URL delivery could never send (it stopped the dispatcher)
+            {
+                "channel": "webhook",
+                "condition": {"new_offer": True},
+                "url": "http://93.184.215.14/\t",
+            },
+            "url",
+        ),
         (  # two letters, but no country's: the alert could never fire
             {"channel": "atom", "condition": {"new_offer": True}, "filters": {"country": "ZZ"}},
             "filters.country",

@@ -7,8 +7,9 @@ import random
 from datetime import datetime, timedelta
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, update
 
+from schema.alerts import Subscription
 from schema.types import utcnow
 from service.alerts.dispatch import run_dispatcher_once, verify_signature
 from service.alerts.ssrf import UnsafeUrl, check_url
@@ -25,6 +26,9 @@ def local(settings: Settings) -> Settings:
     return settings.model_copy(
         update={"allow_private_webhooks": True, "webhook_timeout_seconds": 1.0}
     )
+
+
+SUBSCRIPTION = Subscription.__table__  # type: ignore[attr-defined]
 
 
 def two_versions(engine: Engine, settings: Settings, n: int = 3) -> None:
@@ -132,11 +136,40 @@ def test_dead_letter_after_the_retry_window(
         "file:///etc/passwd",
         "http://user:pw@example.com/x",
         "http://",
+        # public addresses, but URLs that delivery (httpx) cannot send: Python's urlsplit
+        # drops tabs and newlines and strips leading spaces, httpx refuses them
+        "http://93.184.215.14/x\t",
+        "http://93.184.215.14/x\r\nX-Injected: 1",
+        " http://93.184.215.14/x",
+        "http://93.184.215.14/x\x00",
+        "http://93.184.215.14:0/x",  # port 0: nothing listens there
     ],
 )
 def test_ssrf_refusals(url: str) -> None:
     with pytest.raises(UnsafeUrl):
         check_url(url)
+
+
+def test_an_unsendable_stored_url_does_not_stop_the_run(
+    engine: Engine, local: Settings, server: ReplayServer
+) -> None:
+    """A subscription stored with a URL httpx refuses (accepted before the check above)
+    was an exception out of the whole dispatcher run: every claimed event stayed leased,
+    and the next run failed the same way. Now it is one refused delivery, retried."""
+    server.route("/good", Reply(b"ok"))
+    bad, _ = subscribe(engine, local, url=f"{server.url}/bad", condition={"new_offer": True})
+    subscribe(engine, local, url=f"{server.url}/good", condition={"new_offer": True})
+    with engine.begin() as conn:
+        conn.execute(
+            update(SUBSCRIPTION).where(SUBSCRIPTION.c.id == bad).values(url=f"{server.url}/bad\t")
+        )
+    two_versions(engine, local, n=2)
+    report = run_dispatcher_once(engine, local)
+    assert report.delivered == 2 and report.retrying == 1 and report.released == 1
+    refused = events(engine, subscription_id=bad)
+    assert [e["status"] for e in refused] == ["pending", "pending"]
+    assert any("refused: invalid URL" in (e["last_error"] or "") for e in refused)
+    assert [r[1] for r in server.requests] == ["/good", "/good"]
 
 
 def test_private_allowed_only_when_configured() -> None:
@@ -193,6 +226,7 @@ import os, signal, sys
 from service.alerts.dispatch import _claim
 from service.core.config import Settings
 from service.core.db import make_engine
+from schema.alerts import Subscription
 from schema.types import utcnow
 settings = Settings.model_validate_json(sys.stdin.read())
 claimed = _claim(make_engine(settings.database_url), settings, utcnow(), 100)
