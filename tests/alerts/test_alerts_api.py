@@ -61,6 +61,15 @@ def test_create_list_events_delete(client: TestClient, engine: Engine, settings:
     ingest(engine, settings, CrawlResult(source="acme", records=records(3)))
     events = client.get(f"/v1/subscriptions/{sub['id']}/events", headers=headers).json()
     assert len(events) == 3 and {e["event_type"] for e in events} == {"new_offer"}
+    older = client.get(
+        f"/v1/subscriptions/{sub['id']}/events?before={events[0]['id']}", headers=headers
+    ).json()
+    assert [e["id"] for e in older] == [e["id"] for e in events[1:]]
+    for before in ("0", str(2**31), "99999999999999999999"):  # the last two were a 500
+        path = f"/v1/subscriptions/{sub['id']}/events?before={before}"
+        assert problem(client.get(path, headers=headers), 422)["invalid_params"][0]["name"] == (
+            "before"
+        )
     feed = client.get(f"/v1/subscriptions/{sub['id']}/feed.atom?token={sub['secret']}")
     assert feed.headers["content-type"].startswith("application/atom+xml")
     root = ET.fromstring(feed.content)

@@ -146,7 +146,9 @@ def events(
     subscription: OwnedSubscription,
     conn: ConnDep,
     status: EventStatus | None = None,
-    before: Annotated[int | None, Query(ge=1, description="page back: ids below this")] = None,
+    before: Annotated[
+        int | None, Query(ge=1, le=2**31 - 1, description="page back: ids below this")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[AlertEventPublic]:
     """Newest first: pending, delivered and dead-lettered (``status=dead``) events."""
