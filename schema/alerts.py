@@ -23,6 +23,7 @@ from schema.base import metadata  # noqa: F401
 from schema.codes import iso_country
 from schema.compliance import CERT_SCHEMES, CertScheme
 from schema.enums import PriceKind
+from schema.text import plain_text
 from schema.types import UTCDateTime, within_scale
 
 
@@ -114,7 +115,10 @@ class SubscriptionFilters(BaseModel):
     gpu: Slug | None = PydField(default=None, description="canonical slug or family, e.g. h100")
     provider: Slug | None = None
     source: Slug | None = None
-    region: Annotated[str, StringConstraints(min_length=1, max_length=100)] | None = None
+    region: (
+        Annotated[str, StringConstraints(min_length=1, max_length=100), AfterValidator(plain_text)]
+        | None
+    ) = None
     country: Country | None = None
     not_country: Country | None = None
     price_kind: PriceKind | None = None
@@ -212,7 +216,9 @@ class Condition(BaseModel):
 class SubscriptionCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: Annotated[str, StringConstraints(max_length=200)] | None = None
+    name: Annotated[str, StringConstraints(max_length=200), AfterValidator(plain_text)] | None = (
+        None
+    )
     filters: SubscriptionFilters = PydField(default_factory=SubscriptionFilters)
     condition: Condition
     channel: Channel

@@ -26,11 +26,11 @@ from pydantic import (
 from schema.codes import country_codes, currency_codes
 from schema.enums import Interconnect, Network, PriceKind, PricePer, Unit
 from schema.memo import per_text
+from schema.text import plain_text
 from schema.types import NUMERIC_SCALE
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 SOURCE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,40}(:[a-z0-9][a-z0-9._-]{0,40})?$")
-_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 MAX_AMOUNT = Decimal("100000000")
 MAX_DECIMAL_PLACES = NUMERIC_SCALE
 """A number's decimal places: what the database keeps (an amount read back is the amount
@@ -42,9 +42,7 @@ after its point."""
 
 @per_text
 def _clean_text(value: str) -> str:
-    if _CONTROL_RE.search(value):
-        raise ValueError("contains control or bidirectional-override characters")
-    return value
+    return plain_text(value)
 
 
 @per_text

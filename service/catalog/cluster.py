@@ -28,7 +28,7 @@ from sqlalchemy import Connection, and_, select, update
 from schema.cluster import ClusterReference
 from schema.enums import Interconnect, Network
 from schema.prices import Offer
-from schema.records import _CONTROL_RE
+from schema.text import CONTROL_CHARACTERS
 from service.catalog.reference import CheckedReference, Slug, _read_rows, _Row, replace_table
 from service.core.reference_error import ReferenceError
 
@@ -54,7 +54,7 @@ NO_FACTS: Facts = (None, None, None, None)
 
 
 def _sku_text(value: str) -> str:
-    if _CONTROL_RE.search(value):
+    if CONTROL_CHARACTERS.search(value):
         raise ValueError("contains control or bidirectional-override characters")
     return value
 
@@ -92,7 +92,8 @@ class ClusterRow(_Row):
     @field_validator("source")
     @classmethod
     def _url(cls, value: str) -> str:
-        if not value.startswith("https://") or len(value) > 1000 or _CONTROL_RE.search(value):
+        unsafe = len(value) > 1000 or CONTROL_CHARACTERS.search(value)
+        if not value.startswith("https://") or unsafe:
             raise ValueError("must be the https URL of the page that says so")
         return value
 

@@ -126,6 +126,14 @@ def test_create_list_events_delete(client: TestClient, engine: Engine, settings:
             {"channel": "atom", "condition": {"new_offer": True}, "filters": {"not_country": "qq"}},
             "filters.not_country",
         ),
+        # a NUL was a 500 on PostgreSQL (text cannot hold it); control characters and
+        # bidirectional overrides are refused as in offer records
+        ({"channel": "atom", "condition": {"new_offer": True}, "name": "a\x00b"}, "name"),
+        ({"channel": "atom", "condition": {"new_offer": True}, "name": "x\u202ey"}, "name"),
+        (
+            {"channel": "atom", "condition": {"new_offer": True}, "filters": {"region": "eu\x00"}},
+            "filters.region",
+        ),
         (  # more decimal places than the database keeps
             {"channel": "atom", "condition": {"new_offer": True}, "filters": {"min_gpus": "1e-99"}},
             "filters.min_gpus",
