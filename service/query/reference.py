@@ -16,8 +16,16 @@ def list_gpus(conn: Connection) -> list[dict[str, Any]]:
     return [dict(r) for r in conn.execute(select(GPU).order_by(GPU.c.slug)).mappings()]
 
 
+def _storable(slug: str) -> bool:
+    """Whether a row could have this slug: PostgreSQL refuses a NUL in a parameter (an
+    error, where the answer is simply that no such row exists)."""
+    return "\x00" not in slug
+
+
 def get_gpu(conn: Connection, slug: str) -> dict[str, Any]:
-    row = conn.execute(select(GPU).where(GPU.c.slug == slug)).mappings().first()
+    row = None
+    if _storable(slug):
+        row = conn.execute(select(GPU).where(GPU.c.slug == slug)).mappings().first()
     if row is None:
         raise NotFound(f"GPU {slug!r} does not exist")
     gpu = dict(row)
@@ -60,7 +68,9 @@ def list_providers(conn: Connection) -> list[dict[str, Any]]:
 
 
 def get_provider(conn: Connection, slug: str, on: date) -> dict[str, Any]:
-    row = conn.execute(select(PROVIDER).where(PROVIDER.c.slug == slug)).mappings().first()
+    row = None
+    if _storable(slug):
+        row = conn.execute(select(PROVIDER).where(PROVIDER.c.slug == slug)).mappings().first()
     if row is None:
         raise NotFound(f"provider {slug!r} does not exist")
     provider = dict(row)

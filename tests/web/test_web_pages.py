@@ -166,11 +166,20 @@ def test_offer_page_history_provenance_and_chart(client: TestClient) -> None:
 
 
 def test_unknown_offer_is_an_html_404(client: TestClient) -> None:
-    for path in ("/offers/987654", "/offers/abc", "/offers/99999999999999999999999", "/gpus/x"):
+    paths = (
+        "/offers/987654",
+        "/offers/abc",
+        "/offers/99999999999999999999999",
+        "/gpus/x",
+        "/gpus/%00",  # a NUL reached PostgreSQL: a 500 (and a JSON one)
+        "/providers/a%00b",
+        "/providers/%3Cscript%3E",
+    )
+    for path in paths:
         response = client.get(path)
         assert response.status_code == 404, path
         assert response.headers["content-type"].startswith("text/html")
-        assert "Not found" in response.text
+        assert "Not found" in response.text and "<script>" not in response.text
 
 
 def test_provider_and_gpu_pages(client: TestClient) -> None:
