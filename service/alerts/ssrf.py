@@ -63,8 +63,15 @@ def parse_url(url: str) -> tuple[str, str, int]:
 
 def refusal(address: IPAddress) -> str | None:
     """Why an address is not a public one, or None."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return refusal(address.ipv4_mapped)
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return refusal(address.ipv4_mapped)
+        # 6to4 (2002::/16) carries an IPv4 address that a relay delivers to; Python calls
+        # the prefix global whatever it carries
+        embedded = address.sixtofour
+        reason = refusal(embedded) if embedded is not None else None
+        if reason:
+            return f"a 6to4 address of {embedded}, {reason}"
     if address in METADATA_ADDRESSES:
         return "a cloud metadata address"
     checks = (

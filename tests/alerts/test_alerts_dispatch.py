@@ -129,6 +129,8 @@ def test_dead_letter_after_the_retry_window(
         "http://[::1]/x",
         "http://[fd00:ec2::254]/x",
         "http://[::ffff:127.0.0.1]/x",
+        "http://[2002:7f00:1::]/x",  # 6to4 of 127.0.0.1 (Python calls it global)
+        "http://[2002:a9fe:a9fe::1]/x",  # 6to4 of the metadata address
         "http://0.0.0.0/x",
         "http://224.0.0.1/x",
         "http://localhost:8080/x",
