@@ -3,6 +3,7 @@ as_of, history buckets, diff and change feed, exports, eligible providers, TCO, 
 
 from __future__ import annotations
 
+import base64
 import csv
 import io
 import json
@@ -261,6 +262,60 @@ def test_cursor_errors(client: TestClient) -> None:
     for bad in ("e30", "eyJ2IjoxfQ", "bnVsbA"):
         response = client.get("/v1/offers", params={"cursor": bad})
         assert response.status_code == 400, bad
+
+
+def _forged(cursor: str, **changes: Any) -> str:
+    """``cursor`` with some of its fields replaced: what a client that edits cursors sends."""
+    state = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    return base64.urlsafe_b64encode(json.dumps({**state, **changes}).encode()).decode()
+
+
+HUGE = 2**63 + 5
+"""Parses as a JSON integer, does not fit a 64-bit database integer."""
+
+
+@pytest.mark.parametrize("sort", ["price_per_gpu_hour", "-gpu_count"])
+def test_edited_cursors_are_refused_not_failed(client: TestClient, sort: str) -> None:
+    """A cursor edited by hand (a list, NaN, an id or key no database integer holds, a
+    version that is a boolean) is a 400 naming ``cursor``, current or pinned, never a 500."""
+    first = client.get("/v1/offers", params={"sort": sort, "limit": 2}).json()
+    version = first["catalog_version"]
+    edits: list[dict[str, Any]] = [
+        {"k": [1]},
+        {"k": {"a": 1}},
+        {"k": "nan"},
+        {"k": "inf"},
+        {"k": "-Infinity"},
+        {"k": 1e300},
+        {"k": HUGE},
+        {"k": str(HUGE)},
+        {"i": HUGE},
+        {"i": True},
+        {"v": True},
+    ]
+    for edit in edits:
+        for pinned in ({}, {"v": version - 1}):
+            cursor = _forged(first["next_cursor"], **{**pinned, **edit})
+            params = {"sort": sort, "limit": 2, "cursor": cursor}
+            response = client.get("/v1/offers", params=params)
+            assert response.status_code == 400, (edit, pinned, response.text)
+            assert response.json()["invalid_params"][0]["name"] == "cursor"
+
+
+def test_edited_diff_and_change_cursors_are_refused(client: TestClient) -> None:
+    diff = client.get("/v1/diff", params={"from": 0, "limit": 2}).json()["next_cursor"]
+    changes = client.get("/v1/changes", params={"limit": 2}).json()["next_cursor"]
+    latest = client.get("/v1/versions").json()[0]["id"]
+    for path, params in (
+        ("/v1/diff", {"from": 0, "cursor": _forged(diff, o=HUGE)}),
+        ("/v1/changes", {"cursor": _forged(changes, o=HUGE)}),
+        ("/v1/changes", {"cursor": _forged(changes, v=HUGE)}),
+        ("/v1/changes", {"cursor": _forged(changes, u=True)}),
+        ("/v1/changes", {"cursor": _forged(changes, u=1, v=latest)}),  # past the version it pins
+    ):
+        response = client.get(path, params=params)
+        assert response.status_code == 400, (path, params, response.text)
+        assert response.json()["invalid_params"][0]["name"] == "cursor"
 
 
 def test_as_of_time_and_version(client: TestClient) -> None:

@@ -53,16 +53,6 @@ def query_fingerprint(request: Request) -> str:
     return hashlib.sha256(repr(items).encode()).hexdigest()[:12]
 
 
-def _bad_cursor(reason: str) -> Problem:
-    return Problem(
-        400,
-        "Invalid cursor",
-        reason,
-        kind="invalid-cursor",
-        invalid_params=[{"name": "cursor", "reason": reason}],
-    )
-
-
 def _cursor_value(value: Any) -> Any:
     if isinstance(value, Decimal):
         return str(value)
@@ -70,18 +60,13 @@ def _cursor_value(value: Any) -> Any:
 
 
 def _decode_after(state: dict[str, Any], dialect: str, sort: str) -> After:
-    offer_id, value = state.get("i"), state.get("k")
-    if not isinstance(offer_id, int) or isinstance(offer_id, bool):
-        raise _bad_cursor("not a cursor this server issued")
+    offer_id, value = cursors.integer(state.get("i")), state.get("k")
     if value is None or sort == "provider":
         if value is not None and not isinstance(value, str):
-            raise _bad_cursor("not a cursor this server issued")
+            raise cursors.invalid()
         return After(value, offer_id)
-    try:
-        number = float(value) if dialect == "sqlite" else Decimal(str(value))
-    except (ValueError, ArithmeticError):
-        raise _bad_cursor("not a cursor this server issued") from None
-    return After(number, offer_id)
+    number = cursors.number(value)
+    return After(float(number) if dialect == "sqlite" else number, offer_id)
 
 
 def display_rate(conn: Connection, currency: str | None, today: Any) -> tuple[str, Decimal] | None:
@@ -121,10 +106,8 @@ def offers(
     if cursor:
         state = cursors.decode(cursor)
         if state.get("q") != fingerprint:
-            raise _bad_cursor("the cursor belongs to a different query")
-        version = state.get("v")  # type: ignore[assignment]
-        if not isinstance(version, int) or not 0 <= version <= listing.current:
-            raise _bad_cursor("not a cursor this server issued")
+            raise cursors.invalid("the cursor belongs to a different query")
+        version = cursors.integer(state.get("v"), listing.current)
         after = _decode_after(state, conn.dialect.name, key)
     cache(response, pinned=version != listing.current)
     pinned = None if version == listing.current else version
