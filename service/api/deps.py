@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Path, Request, Response
 from sqlalchemy import Connection, Engine
@@ -47,14 +48,44 @@ ConnDep = Annotated[Connection, Depends(get_conn)]
 def reject_nul(request: Request) -> None:
     """NUL characters are never meaningful (and PostgreSQL text cannot hold them)."""
     values = [*request.query_params.multi_items(), *request.path_params.items()]
-    bad = sorted({name for name, value in values if "\x00" in str(value)})
-    if bad:
+    _refuse_nul(sorted({name for name, value in values if "\x00" in str(value)}))
+
+
+def reject_nul_body(body: bytes) -> None:
+    """The same for the strings of a JSON body (keys and values, at any depth), each named
+    by its path (``filters.region``). JSON carries a NUL only escaped (``\\u0000``); a body
+    that is not JSON is left to the body's own validation."""
+    if b"\\u0000" not in body:
+        return
+    try:
+        document = json.loads(body)
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than it can be read
+        return
+    bad: list[str] = []
+    stack: list[tuple[str, Any]] = [("", document)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str) and "\x00" in value:
+            bad.append(path or "body")
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                name = f"{path}.{key}" if path else str(key)
+                if "\x00" in key:
+                    bad.append(name)
+                stack.append((name, item))
+        elif isinstance(value, list):
+            stack.extend((f"{path}.{i}" if path else str(i), v) for i, v in enumerate(value))
+    _refuse_nul(sorted(set(bad)))
+
+
+def _refuse_nul(names: list[str]) -> None:
+    if names:
         raise Problem(
             422,
             "Invalid parameter",
-            f"invalid: {', '.join(bad)}",
+            f"invalid: {', '.join(names)}",
             kind="invalid-parameter",
-            invalid_params=[{"name": n, "reason": "contains a NUL character"} for n in bad],
+            invalid_params=[{"name": n, "reason": "contains a NUL character"} for n in names],
         )
 
 

@@ -160,6 +160,24 @@ def test_malformed_and_oversize_bodies(client: TestClient, engine: Engine) -> No
     problem(client.post("/v1/subscriptions", content=big, headers=headers), 413)
 
 
+@pytest.mark.parametrize(
+    ("body", "name"),
+    [
+        ({"name": "a\x00b"}, "name"),
+        ({"filters": {"region": "eu\x00west"}}, "filters.region"),
+        ({"filters": {"gpu": "h100", "provider": "\x00"}}, "filters.provider"),
+    ],
+)
+def test_nul_characters_in_a_body_are_refused(
+    client: TestClient, engine: Engine, body: dict[str, object], name: str
+) -> None:
+    """Refused like a NUL in a query parameter (PostgreSQL text cannot hold one: it was a 500
+    there, and a filter no offer could ever match on SQLite)."""
+    body = {"channel": "atom", "condition": {"new_offer": True}, **body}
+    doc = problem(client.post("/v1/subscriptions", json=body, headers=auth(engine)), 422)
+    assert doc["invalid_params"] == [{"name": name, "reason": "contains a NUL character"}]
+
+
 def test_changes_feed(client: TestClient, engine: Engine, settings: Settings) -> None:
     items = records(4)
     for i, item in enumerate(items):

@@ -26,14 +26,22 @@ from service.alerts.store import (
     list_subscriptions,
 )
 from service.api.auth import ApiKeyDep
-from service.api.deps import ConnDep, RowId, SettingsDep, get_engine, reject_unknown_params
+from service.api.deps import (
+    ConnDep,
+    RowId,
+    SettingsDep,
+    get_engine,
+    reject_nul_body,
+    reject_unknown_params,
+)
 from service.api.problems import Problem
 
 MAX_BODY_BYTES = 64 * 1024
 
 
 async def read_bounded_body(request: Request, limit: int = MAX_BODY_BYTES) -> None:
-    """Read the body (at most ``limit`` bytes) before FastAPI parses it; 413 beyond."""
+    """Read the body (at most ``limit`` bytes) before FastAPI parses it; 413 beyond, 422
+    for a NUL character in one of its strings."""
     declared = request.headers.get("content-length")
     too_large = Problem(
         413, "Content too large", f"the body exceeds {limit} bytes", kind="content-too-large"
@@ -47,6 +55,7 @@ async def read_bounded_body(request: Request, limit: int = MAX_BODY_BYTES) -> No
             raise too_large
         chunks.append(chunk)
     request._body = b"".join(chunks)  # what Request.body() returns from now on
+    reject_nul_body(request._body)
 
 
 class BoundedBodyRoute(APIRoute):
