@@ -379,6 +379,22 @@ def test_history_buckets(writable: TestClient) -> None:
     assert bad.status_code == 422
 
 
+@pytest.mark.parametrize("resolution", ["raw", "day", "week"])
+@pytest.mark.parametrize("name", ["from", "to"])
+def test_history_times_beyond_the_calendar_are_refused(
+    client: TestClient, name: str, resolution: str
+) -> None:
+    """A time whose UTC instant lies past year 9999 (or before year 1) is a 422 naming it."""
+    offer = client.get("/v1/offers", params={"limit": 1}).json()["data"][0]
+    for value in ("9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00+23:59"):
+        params = {name: value, "resolution": resolution}
+        if name == "from" and value.startswith("0001"):
+            params["to"] = "0001-01-02T00:00:00Z"
+        response = client.get(f"/v1/offers/{offer['id']}/history", params=params)
+        assert response.status_code == 422, (params, response.text)
+        assert response.json()["invalid_params"][0]["name"] == name
+
+
 def test_diff_and_change_feed(writable: TestClient) -> None:
     engine, settings = writable.engine, writable.gpuatlas_settings  # type: ignore[attr-defined]
     version = writable.get("/v1/versions").json()[0]["id"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
@@ -172,8 +172,12 @@ def offer(
     return json_response(offer_json(row, ctx, display, others), response)
 
 
-def _aware(name: str, value: datetime | None) -> None:
-    if value is not None and value.tzinfo is None:
+def _utc(name: str, value: datetime | None) -> datetime | None:
+    """``value`` in UTC; a 422 naming ``name`` without a time zone or when its UTC instant
+    lies outside years 1-9999 (``9999-12-31T23:59:59-01:00``)."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
         raise Problem(
             422,
             "Invalid parameter",
@@ -181,6 +185,10 @@ def _aware(name: str, value: datetime | None) -> None:
             kind="invalid-parameter",
             invalid_params=[{"name": name, "reason": "naive datetime"}],
         )
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise invalid(name, "out of range (years 1 to 9999 in UTC)") from None
 
 
 @router.get(
@@ -198,8 +206,7 @@ def offer_history(
     end: Annotated[datetime | None, Query(alias="to")] = None,
     resolution: Literal["raw", "day", "week"] = "raw",
 ) -> list[ObservationPublic] | HistoryPage:
-    _aware("from", start)
-    _aware("to", end)
+    start, end = _utc("from", start), _utc("to", end)
     if start is not None and end is not None and end < start:
         raise invalid("to", "before from")
     try:
