@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
-from typing import Annotated, Any
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from fastapi import Depends, Path, Request, Response
 from sqlalchemy import Connection, Engine
@@ -90,7 +92,9 @@ def _refuse_nul(names: list[str]) -> None:
 
 
 def reject_unknown_params(allowed: set[str]):  # type: ignore[no-untyped-def]
-    """A dependency refusing query parameters the endpoint does not define."""
+    """A dependency refusing query parameters the endpoint does not define, and a
+    parameter of one value given several times (``country=DE&country=US`` would otherwise
+    be answered for its last value alone). Parameters declared as lists may repeat."""
 
     async def check(request: Request) -> None:
         reject_nul(request)
@@ -105,8 +109,56 @@ def reject_unknown_params(allowed: set[str]):  # type: ignore[no-untyped-def]
                     {"name": n, "reason": "not a parameter of this endpoint"} for n in unknown
                 ],
             )
+        names = [name for name, _ in request.query_params.multi_items()]
+        if len(names) == len(request.query_params):
+            return  # none repeated: the common case costs nothing more
+        lists = _list_params(request.scope.get("route"))
+        counts = Counter(names)
+        repeated = sorted(n for n, c in counts.items() if c > 1 and n not in lists)
+        if repeated:
+            raise Problem(
+                422,
+                "Invalid parameter",
+                f"invalid: {', '.join(repeated)}",
+                kind="invalid-parameter",
+                invalid_params=[
+                    {"name": n, "reason": f"given {counts[n]} times; it takes one value"}
+                    for n in repeated
+                ],
+            )
 
     return check
+
+
+LIST_PARAMS_ATTRIBUTE = "gpuatlas_list_params"
+
+
+def _list_params(route: Any) -> frozenset[str]:
+    """The query parameters ``route`` (and its dependencies) declare as lists, found once
+    per route and kept on it. Parameters an endpoint reads itself (``/v1/changes.atom``'s
+    filters) are single-valued."""
+    if route is None:
+        return frozenset()
+    found: frozenset[str] | None = getattr(route, LIST_PARAMS_ATTRIBUTE, None)
+    if found is None:
+        names: set[str] = set()
+        pending = [route.dependant]
+        while pending:
+            dependant = pending.pop()
+            pending.extend(dependant.dependencies)
+            for field in dependant.query_params:
+                if _takes_list(field.field_info.annotation):
+                    names.add(field.alias)
+        found = frozenset(names)
+        setattr(route, LIST_PARAMS_ATTRIBUTE, found)
+    return found
+
+
+def _takes_list(annotation: Any) -> bool:
+    origin = get_origin(annotation)
+    if origin in (Union, UnionType):
+        return any(_takes_list(arg) for arg in get_args(annotation))
+    return origin in (list, set, tuple, frozenset) or annotation in (list, set, tuple)
 
 
 def cache(response: Response, *, pinned: bool = False) -> None:

@@ -113,6 +113,38 @@ def test_every_error_is_a_problem_document(
     assert_problem(client.get(path), status, name)
 
 
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        ("/v1/offers?country=DE&country=US", "country"),
+        ("/v1/offers?gpu=h100&gpu=a100", "gpu"),
+        ("/v1/offers?limit=1&limit=3", "limit"),
+        ("/v1/offers?sort=price&sort=-price", "sort"),
+        ("/v1/offers?as_of=1&as_of=2", "as_of"),
+        ("/v1/eligible-providers?price_kind=spot&price_kind=on_demand", "price_kind"),
+        ("/v1/tco?months=1&months=24", "months"),
+        ("/v1/export?format=csv&format=jsonl", "format"),
+        ("/v1/diff?from=0&from=1", "from"),
+        ("/v1/offers/1/history?resolution=day&resolution=week", "resolution"),
+        ("/v1/changes.atom?provider=acme&provider=lambda", "provider"),
+        ("/v1/regions?country=DE&country=FR", "country"),
+    ],
+)
+def test_a_single_valued_parameter_given_twice_is_refused(
+    client: TestClient, path: str, name: str
+) -> None:
+    """Not answered for its last value (``country=DE&country=US`` listed US offers only)."""
+    assert_problem(client.get(path), 422, name)
+
+
+def test_list_parameters_may_repeat(client: TestClient) -> None:
+    both = client.get("/v1/offers?provider=lambda&provider=nobody&not_country=FR&not_country=JP")
+    assert both.status_code == 200, both.text
+    assert len(both.json()["data"]) == 31
+    compare = client.get("/v1/compare?ids=1&ids=2")
+    assert compare.status_code == 200, compare.text
+
+
 def test_wrong_method_is_a_problem(client: TestClient) -> None:
     assert_problem(client.post("/v1/offers"), 405)
 
