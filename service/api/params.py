@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
-from enum import StrEnum
 from typing import Annotated, Literal
 
 from fastapi import Depends, Query
@@ -14,6 +14,7 @@ from sqlalchemy import Connection
 
 from schema import codes
 from schema.codes import currency_codes
+from schema.compliance import CERT_SCHEMES
 from schema.enums import Interconnect, Network, PriceKind
 from schema.text import ascii_digits
 from schema.types import within_scale
@@ -99,9 +100,10 @@ def _split(name: str, values: list[str] | None, *, countries: bool = False) -> l
     return out
 
 
-def _kinds(name: str, values: list[str] | None, vocabulary: type[StrEnum]) -> list[str]:
-    """Comma-separated or repeated words of a closed vocabulary, lower-cased and checked."""
-    known = [member.value for member in vocabulary]
+def _kinds(name: str, values: list[str] | None, vocabulary: Iterable[str]) -> list[str]:
+    """Comma-separated or repeated words of a closed vocabulary, lower-cased and checked
+    (a word nobody uses would match nothing: an error, not an empty answer)."""
+    known = [str(word) for word in vocabulary]
     out: list[str] = []
     for part in _split(name, values):
         word = part.lower()
@@ -232,7 +234,7 @@ def listing(
     if min_network_gbps is not None and not min_network_gbps.is_finite():
         raise invalid("min_network_gbps", "not a finite number")
     providers = _split("provider", provider)
-    certs = [c.lower() for c in _split("cert", cert)]
+    certs = _kinds("cert", cert, CERT_SCHEMES)
     filters = OfferFilters(
         gpu=gpu,
         provider=providers or None,

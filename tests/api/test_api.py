@@ -92,6 +92,8 @@ def test_offer_and_history_oldest_first(client: TestClient) -> None:
         ("/v1/offers?country=ZZ", 422, "country"),  # two letters, no country's
         ("/v1/regions?country=zz", 422, "country"),
         ("/v1/offers?price_kind=forever", 422, "price_kind"),
+        ("/v1/offers?cert=iso2701", 422, "cert"),  # a typo: was an empty answer
+        ("/v1/eligible-providers?cert=iso27001,soc2", 422, "cert"),
         ("/v1/offers?min_gpus=lots", 422, "min_gpus"),
         ("/v1/offers?min_gpus=1e-99999", 422, "min_gpus"),  # PostgreSQL refused it: a 500
         ("/v1/offers?min_network_gbps=0.000000000001", 422, "min_network_gbps"),
