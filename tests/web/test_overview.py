@@ -194,6 +194,23 @@ def test_gpu_page_matrix_history_specs_and_export_control(client: TestClient) ->
     assert extra["export_control"][-1]["destination"] == "SG"
 
 
+@pytest.mark.parametrize(
+    ("params", "status", "field"),
+    [
+        ({"gpu": A100}, 400, "gpu"),  # the path names the GPU: it was ignored
+        ({"destination": "ZZ"}, 422, "destination"),  # no country's: was a 200
+        ({"destination": "cn", "export_destination": "Q1"}, 422, "export_destination"),
+    ],
+)
+def test_gpu_overview_refuses_what_it_cannot_answer(
+    client: TestClient, params: dict, status: int, field: str
+) -> None:
+    problem = client.get(f"/v1/gpus/{L40S}/overview", params=params)
+    assert problem.status_code == status, problem.text
+    assert problem.headers["content-type"] == "application/problem+json"
+    assert problem.json()["invalid_params"][0]["name"] == field
+
+
 def test_gpu_page_without_on_demand_charts_its_first_kind(client: TestClient) -> None:
     body = client.get(f"/v1/gpus/{A100}/overview").json()
     assert body["price_kinds"] == ["spot"] and body["history_price_kind"] == "spot"

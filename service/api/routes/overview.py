@@ -11,7 +11,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Response
 
 from service.api.deps import ConnDep, cache, reject_unknown_params
-from service.api.params import FILTER_PARAMS, ListingDep, invalid
+from service.api.params import FILTER_PARAMS, ListingDep, invalid, iso_country
 from service.api.problems import Problem
 from service.api.serialize import dumps, offer_json
 from service.compliance.filters import gdpr_countries
@@ -30,6 +30,8 @@ from service.query.sql import NotFound
 router = APIRouter(prefix="/v1", tags=["overview"])
 
 OVERVIEW_PARAMS = FILTER_PARAMS - {"as_of", "include_peers"}
+GPU_OVERVIEW_PARAMS = OVERVIEW_PARAMS - {"gpu"} | {"destination"}
+"""The path names the GPU: a ``gpu`` filter would be ignored, so it is no parameter."""
 JSON = "application/json"
 
 
@@ -52,7 +54,7 @@ def overview(conn: ConnDep, listing: ListingDep) -> Response:
 
 @router.get(
     "/gpus/{slug}/overview",
-    dependencies=[Depends(reject_unknown_params(OVERVIEW_PARAMS | {"destination"}))],
+    dependencies=[Depends(reject_unknown_params(GPU_OVERVIEW_PARAMS))],
     description="One GPU model: its specifications, the cheapest current offer of each "
     "provider and price kind (`matrix`), each provider's cheapest price of each of the "
     "last 90 UTC days (`history`), and the export-control answer for a few destinations "
@@ -68,9 +70,10 @@ def gpu_overview(
         gpu = get_gpu(conn, slug)
     except NotFound as exc:
         raise Problem(404, "Not found", str(exc)) from None
+    extra = iso_country("destination", destination)
     destinations = list(EXPORT_DESTINATIONS)
-    if destination and destination.upper() not in destinations:
-        destinations.append(destination.upper())
+    if extra and extra not in destinations:
+        destinations.append(extra)
     doc = gpu_document(conn, gpu, listing.filters, listing.compliance, listing.today, destinations)
     response = Response(dumps({"catalog_version": listing.version, **doc}), media_type=JSON)
     cache(response)
