@@ -79,9 +79,11 @@ def install(app: FastAPI) -> None:
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         title = {404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "HTTP error")
         detail = exc.detail if isinstance(exc.detail, str) else None
-        return problem_response(
+        response = problem_response(
             request, exc.status_code, title, detail, title.lower().replace(" ", "-")
         )
+        response.headers.update(exc.headers or {})  # a 405's Allow
+        return response
 
     @app.exception_handler(OperationalError)
     @app.exception_handler(InterfaceError)

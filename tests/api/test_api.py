@@ -148,7 +148,9 @@ def test_list_parameters_may_repeat(client: TestClient) -> None:
 
 
 def test_wrong_method_is_a_problem(client: TestClient) -> None:
-    assert_problem(client.post("/v1/offers"), 405)
+    response = client.post("/v1/offers")
+    assert_problem(response, 405)
+    assert response.headers["allow"] == "GET"  # RFC 9110 15.5.6: a 405 names what is allowed
 
 
 def test_openapi_is_published(client: TestClient) -> None:
