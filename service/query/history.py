@@ -112,6 +112,10 @@ Resolution = Literal["day", "week"]
 MAX_BUCKETS = 5000
 
 
+class TooManyBuckets(ValueError):
+    """The range asked holds more than :data:`MAX_BUCKETS` buckets with a price."""
+
+
 def bucket_start(when: datetime, resolution: Resolution) -> datetime:
     day = when.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     if resolution == "week":
@@ -147,7 +151,7 @@ def offer_buckets(
     A bucket covers [bucket_start, next bucket_start); an observation counts in every bucket
     its [valid_from, valid_to) overlaps. ``last`` is the price in force at the bucket's end
     (or at ``end`` for the bucket containing it). Buckets where no price was in force are
-    omitted; at most ``MAX_BUCKETS``.
+    omitted; more than ``MAX_BUCKETS`` raise :class:`TooManyBuckets` (never cut short).
 
     The database groups the observations: one statement returns, per bucket they start
     in, one row per distinct price (amount, currency, USD per GPU-hour) with its count,
@@ -172,7 +176,7 @@ def offer_buckets(
     out: list[dict[str, Any]] = []
     carry: _Group | None = None  # the last observation of an earlier bucket
     index = 0
-    while cursor <= end and len(out) < MAX_BUCKETS:
+    while cursor <= end:
         if carry is not None and carry.last_to is not None and carry.last_to <= cursor:
             carry = None
         while index < len(keys) and keys[index] < cursor:
@@ -183,6 +187,8 @@ def offer_buckets(
                 break
             cursor = keys[index]
             continue
+        if len(out) == MAX_BUCKETS:
+            raise TooManyBuckets(f"more than {MAX_BUCKETS} {resolution} buckets hold a price")
         if not here and carry is not None:
             out.append(_held(cursor, step, carry))
         else:

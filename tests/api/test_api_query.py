@@ -8,7 +8,7 @@ import csv
 import io
 import json
 from collections.abc import Iterator
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -18,9 +18,9 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, select, update
 
-from schema.prices import Offer, PriceObservation, sort_key_e10
+from schema.prices import CatalogVersion, Offer, PriceObservation, sort_key_e10
 from service.api.main import create_app
 from service.catalog.fx import Rate, store_rates
 from service.catalog.ingest import ingest
@@ -377,6 +377,34 @@ def test_history_buckets(writable: TestClient) -> None:
     assert week["data"][0]["last"] == "5"
     bad = writable.get(f"/v1/offers/{offer['id']}/history", params={"resolution": "hour"})
     assert bad.status_code == 422
+
+
+def test_history_buckets_are_never_cut_short_nor_run_ahead(writable: TestClient) -> None:
+    """Day buckets of a price in force since 2000: more than MAX_BUCKETS, so a 422 asking for
+    a narrower range (it answered the oldest 5000 days and dropped every later one); weeks
+    fit. A ``to`` in the future gives no bucket for days that have not come (it gave one
+    per day up to ``to``, with today's price)."""
+    engine = writable.engine  # type: ignore[attr-defined]
+    with engine.begin() as conn:
+        conn.execute(
+            update(CatalogVersion.__table__)  # type: ignore[attr-defined]
+            .where(CatalogVersion.__table__.c.id == 1)  # type: ignore[attr-defined]
+            .values(created_at=datetime(2000, 1, 3, tzinfo=UTC))
+        )
+    offer = writable.get("/v1/offers", params={"provider": "lambda", "limit": 1}).json()["data"][0]
+    path = f"/v1/offers/{offer['id']}/history"
+    day = writable.get(path, params={"resolution": "day"})
+    assert day.status_code == 422, day.text[:300]
+    assert {p["name"] for p in day.json()["invalid_params"]} == {"from"}
+    week = writable.get(path, params={"resolution": "week"}).json()["data"]
+    assert week[0]["start"] == "2000-01-03T00:00:00Z"
+    today = datetime.now(UTC).date()
+    assert date.fromisoformat(week[-1]["start"][:10]) > today - timedelta(days=7)
+    ahead = writable.get(
+        path,
+        params={"resolution": "day", "from": f"{today}T00:00:00Z", "to": "2100-01-01T00:00:00Z"},
+    ).json()["data"]
+    assert [b["start"][:10] for b in ahead] == [str(today)]
 
 
 @pytest.mark.parametrize("resolution", ["raw", "day", "week"])

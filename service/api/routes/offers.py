@@ -20,7 +20,7 @@ from service.api.serialize import dumps, observation_public, offer_json
 from service.catalog.fx import FxTable
 from service.core.units import q
 from service.query.facts import offer_context
-from service.query.history import offer_buckets
+from service.query.history import TooManyBuckets, offer_buckets
 from service.query.history import offer_history as query_history
 from service.query.offers import After, also_from, get_offer, list_offers
 from service.query.sql import SORT_KEYS, NotFound
@@ -212,9 +212,12 @@ def offer_history(
     try:
         if resolution == "raw":
             return [observation_public(r) for r in query_history(conn, offer_id, start, end)]
-        buckets = offer_buckets(conn, offer_id, resolution, start, end or utcnow())
+        now = utcnow()  # no bucket for a day that has not come: no price was seen there
+        buckets = offer_buckets(conn, offer_id, resolution, start, min(end or now, now))
     except NotFound as exc:
         raise Problem(404, "Not found", str(exc)) from None
+    except TooManyBuckets as exc:
+        raise invalid("from", f"{exc}: give a later from, or resolution=week") from None
     except OverflowError:
         raise invalid("from", "out of range") from None
     return HistoryPage(offer_id=offer_id, resolution=resolution, data=buckets)  # type: ignore[arg-type]
