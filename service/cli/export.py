@@ -1,7 +1,7 @@
 """``gpuatlas export``: every matching offer streamed to a file, by the API's own writers.
 
-Exit codes as in docs/cli.md: 0 ok, 1 error (file exists, no such directory), 2 usage (a
-bad option value). The progress bar goes to stderr.
+Exit codes as in docs/cli.md: 0 ok, 1 error (file exists, not a regular file, no such
+directory), 2 usage (a bad option value). The progress bar goes to stderr.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ def export_cmd(
 ) -> None:
     """Every matching offer (same filters as offers) streamed to a file, like /v1/export."""
     fmt = fmt or _export_format(output, UsageProblem)
+    if output.exists() and not output.is_file():  # renamed over, a folder, FIFO or device
+        raise CliError(f"{output} is not a regular file: export writes a file")
     if output.exists() and not force:
         raise CliError(f"{output} exists: use --force to overwrite it")
     if not output.parent.is_dir():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import stat
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -277,6 +279,28 @@ def test_export_formats_progress_and_overwrite(catalog: CliRunner, tmp_path: Pat
     code, _, err = run(catalog, "export", "-o", str(out_dir / "x.xlsx"))
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert sorted(p.name for p in out_dir.iterdir()) == ["h100.csv", "lambda.data", "spot.parquet"]
+
+
+def test_export_never_replaces_what_is_not_a_regular_file(
+    catalog: CliRunner, tmp_path: Path
+) -> None:
+    """``--force`` overwrites a file; a folder, a FIFO or a device (``-o /dev/null`` run as
+    root) is refused before anything is read, and stays what it was."""
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    folder = out_dir / "folder.csv"
+    folder.mkdir()
+    fifo = out_dir / "pipe.csv"
+    os.mkfifo(fifo)
+    for target in (folder, fifo):
+        for force in ([], ["--force"]):
+            code, out, err = run(catalog, "export", "-o", str(target), *force)
+            assert code == 1, err
+            assert out == "" and err.strip().splitlines() == [
+                f"error: {target} is not a regular file: export writes a file"
+            ]
+    assert folder.is_dir() and stat.S_ISFIFO(fifo.stat().st_mode)
+    assert sorted(p.name for p in out_dir.iterdir()) == ["folder.csv", "pipe.csv"]
 
 
 # --------------------------------------------------------------------------- bad input
