@@ -147,7 +147,11 @@ def parse_as_of(conn: Connection, as_of: str | None, current: int) -> int:
         raise invalid("as_of", "a catalog version (integer) or an ISO 8601 time") from None
     if when.tzinfo is None:
         raise invalid("as_of", "give a time zone (e.g. Z)")
-    return version_at(conn, when.astimezone(UTC))
+    try:
+        utc = when.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:59:59-14:00 is past the last UTC datetime
+        raise invalid("as_of", "out of range (years 1 to 9999 in UTC)") from None
+    return version_at(conn, utc)
 
 
 def listing(

@@ -328,6 +328,8 @@ def test_as_of_time_and_version(client: TestClient) -> None:
     assert client.get("/v1/offers", params={"as_of": "2000-01-01T00:00:00Z"}).json()["data"] == []
     assert client.get("/v1/offers", params={"as_of": "99999"}).status_code == 422
     assert client.get("/v1/offers", params={"as_of": "2026-01-01T00:00:00"}).status_code == 422
+    past_utc = client.get("/v1/offers", params={"as_of": "9999-12-31T23:59:59-14:00"})
+    assert past_utc.status_code == 422 and "as_of: out of range" in past_utc.json()["detail"]
 
 
 def test_offer_context_and_display_currency(writable: TestClient) -> None:
