@@ -68,6 +68,8 @@ def history(
     from service.query.history import offer_buckets, offer_history
     from service.query.sql import NotFound
 
+    if not 1 <= offer_id <= 2**31 - 1:  # as the API's path (an INTEGER column's range)
+        raise UsageProblem(f"OFFER_ID: an offer id is a number from 1 to {2**31 - 1}")
     bucket: BucketSize = "week" if resolution is Resolution.week else "day"
     with engine().connect() as conn:
         try:

@@ -320,6 +320,8 @@ def test_export_never_replaces_what_is_not_a_regular_file(
         (["offers", "--as-of", "7"], "--as-of: version 7 does not exist yet"),
         (["offers", "--as-of", "9999-12-31T23:59:59-14:00"], "--as-of: out of range"),
         (["export", "-o", "x.csv", "--as-of", "0001-01-01T00:00+14:00"], "--as-of: out of range"),
+        (["history", "99999999999999999999999"], "OFFER_ID: an offer id is a number from 1"),
+        (["history", "0", "--resolution", "day"], "OFFER_ID: an offer id is a number from 1"),
         (["offers", "--sort", "cheap"], "--sort: one of price_per_gpu_hour"),
         (["offers", "--currency", "QQQ"], "--currency: 'QQQ' is not an ISO 4217 currency"),
         (["offers", "--limit", "0"], "--limit: between 1 and 100000"),
