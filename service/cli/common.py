@@ -19,7 +19,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from service.cli.output import Format
 from service.core.config import Settings, get_settings
-from service.core.db import DatabaseConfigError, make_engine
+from service.core.db import DatabaseConfigError, make_engine, shown_url
 from service.core.revision import unmigrated_reason
 
 err = Console(stderr=True, soft_wrap=True)
@@ -82,19 +82,22 @@ def settings() -> Settings:
 
 
 def engine(*, migrated: bool = True) -> Engine:
-    """The process's one engine (disposed when the command ends)."""
+    """The process's one engine (disposed when the command ends). Its database must be
+    migrated to this gpuatlas's head, or with ``migrated=False`` only reachable (``db``)."""
     if _state.get("engine") is not None:
         return _state["engine"]  # type: ignore[no-any-return]
     try:
         eng = make_engine(settings().database_url)
         _state["engine"] = eng
-        reason = unmigrated_reason(eng) if migrated else None
-        if reason is not None:
-            raise CliError(reason)
+        if migrated:
+            reason = unmigrated_reason(eng)
+            if reason is not None:
+                raise CliError(reason)
+        else:
+            eng.connect().close()
     except OperationalError as exc:
-        raise CliError(
-            f"cannot open database {settings().database_url}: {_one_line(exc)}"
-        ) from None
+        url = shown_url(settings().database_url)  # its password masked
+        raise CliError(f"cannot open database {url}: {_one_line(exc)}") from None
     except DatabaseConfigError as exc:
         raise CliError(str(exc)) from None
     return eng

@@ -19,6 +19,7 @@ def db_upgrade(revision: Annotated[str, typer.Argument()] = "head") -> None:
     """Migrate the database to REVISION (default: head)."""
     from service.core.migrate import upgrade
 
+    engine(migrated=False)  # one clear line for a database that cannot be reached
     upgrade(settings().database_url, revision)
     if revision == "head":
         from service.crawl.sources import sync_sources
@@ -33,6 +34,7 @@ def db_downgrade(revision: Annotated[str, typer.Argument()]) -> None:
     """Migrate the database down to REVISION ('base' empties it)."""
     from service.core.migrate import downgrade
 
+    engine(migrated=False)
     downgrade(settings().database_url, revision)
     err.print(f"database at {revision}")
 

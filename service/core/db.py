@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
@@ -16,12 +17,22 @@ class DatabaseConfigError(Exception):
     """The database URL cannot be used; the message is one line meant for people."""
 
 
+_USERINFO_PASSWORD = re.compile(r"(//[^/?#@:]*:)[^/?#]*@")
+_PARAM_PASSWORD = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
+
+
+def shown_url(url: str) -> str:
+    """``url`` for messages: a password in it (``user:password@``, or a ``password=``
+    parameter) replaced by ``***``, even in a URL that does not parse."""
+    return _PARAM_PASSWORD.sub(r"\1***", _USERINFO_PASSWORD.sub(r"\1***@", url))
+
+
 def normalize_url(url: str) -> str:
     """Accept plain ``postgresql://`` / ``postgres://`` URLs and use psycopg 3 for them."""
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError) as exc:
-        raise DatabaseConfigError(f"invalid database URL {url!r}: {exc}") from None
+        raise DatabaseConfigError(f"invalid database URL {shown_url(url)!r}: {exc}") from None
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     if parsed.get_backend_name() not in ("sqlite", "postgresql"):

@@ -174,6 +174,25 @@ def test_unusable_database_url_is_one_clear_line(url: str, expected: str) -> Non
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://nobody:s3cr3t@127.0.0.1:1/none", "postgresql://nobody:***@127.0.0.1:1"),
+        ("postgresql://nobody:s3cr3t@127.0.0.1:port/none", "'postgresql://nobody:***@127.0"),
+        ("postgresql://nobody@127.0.0.1:1/none?password=s3cr3t", "none?password=***:"),
+        ("mysql://nobody:s3cr3t@127.0.0.1/none", "unsupported database 'mysql'"),
+    ],
+)
+@pytest.mark.parametrize("command", [["versions"], ["db", "upgrade"]])
+def test_a_database_password_is_never_shown(url: str, shown: str, command: list[str]) -> None:
+    """The URL is named in the error (which database could not be opened), its password
+    masked: stderr ends up in logs and CI output."""
+    result = _gpuatlas(url, *command)
+    assert result.returncode == 1
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "s3cr3t" not in result.stderr and shown in result.stderr, result.stderr
+
+
 def test_corrupt_database_file_is_one_clear_line(tmp_path: Path) -> None:
     path = tmp_path / "corrupt.db"
     path.write_bytes(b"this is not a database" * 500)
