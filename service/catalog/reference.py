@@ -148,6 +148,8 @@ class LoadReport:
 def _read_rows(path: Path, key: str, model: type[_Row]) -> list[Any]:
     if not path.exists():
         raise ReferenceError(f"{path.name}: file not found at {path}")
+    if not path.is_file():  # a FIFO would block the read for ever, /dev/zero never end
+        raise ReferenceError(f"{path.name}: not a regular file")
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)  # noqa: S506 (a safe loader)
     except (yaml.YAMLError, UnicodeDecodeError) as exc:

@@ -151,6 +151,8 @@ class ClassificationRow(_Sourced):
 def _read(path: Path, key: str) -> list[Any] | None:
     if not path.exists():
         return None
+    if not path.is_file():  # a FIFO would block the read for ever, /dev/zero never end
+        raise LoadError(f"{path.name}: not a regular file")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:

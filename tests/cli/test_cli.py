@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -202,6 +204,28 @@ def test_corrupt_database_file_is_one_clear_line(tmp_path: Path) -> None:
     assert "not a database" in result.stderr
     debug = _gpuatlas(f"sqlite:///{path}", "--debug", "versions")
     assert "Traceback" in debug.stderr
+
+
+@pytest.mark.parametrize("name", ["providers.yaml", "certifications.yaml", "costs.yaml"])
+@pytest.mark.parametrize("kind", ["fifo", "folder", "device"])
+def test_reference_load_refuses_a_file_that_is_not_regular(
+    sqlite_url: str, tmp_path: Path, name: str, kind: str
+) -> None:
+    """A FIFO in the reference folder blocked ``reference load`` for ever, and a link to
+    /dev/zero read until memory ran out: each is refused at once, named."""
+    folder = tmp_path / "reference"
+    shutil.copytree(ROOT / "fixtures" / "reference", folder)
+    target = folder / name
+    target.unlink()
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "folder":
+        target.mkdir()
+    else:
+        target.symlink_to("/dev/zero")
+    result = _gpuatlas(sqlite_url, "reference", "load", "--dir", str(folder))
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip().splitlines() == [f"error: {name}: not a regular file"]
 
 
 def test_unmigrated_database_says_what_to_run(tmp_path: Path) -> None:
