@@ -3,6 +3,7 @@ and what the crawls did."""
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +25,7 @@ from service.cli.output import Format, emit, emit_jsonl
 
 if TYPE_CHECKING:
     from service.catalog.ingest import Progress
+    from service.catalog.results import Rejection
 
 
 @handle_errors
@@ -50,12 +52,23 @@ def ingest(
     _print_result(
         source, result.status.value, result.reason, result.catalog_version, result.counts, fmt
     )
-    for rejection in result.rejections[:20]:
+    # the file's first rejected lines (unreadable lines come first in the result)
+    for rejection in heapq.nsmallest(SHOWN_REJECTIONS, result.rejections, key=_position):
         line = f"line {rejection.position + 1}"  # a file's rejections are at their lines
         reason = rejection.reason.removeprefix(f"{line}: ")
         err.print(f"rejected {line}: {reason}", highlight=False)
+    if len(result.rejections) > SHOWN_REJECTIONS:
+        more = len(result.rejections) - SHOWN_REJECTIONS
+        err.print(f"{more} more rejected lines not shown", highlight=False)
     if result.status.value != "ok":
         raise typer.Exit(EXIT_PARTIAL)
+
+
+SHOWN_REJECTIONS = 20
+
+
+def _position(rejection: Rejection) -> int:
+    return rejection.position
 
 
 @contextmanager

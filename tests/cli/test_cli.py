@@ -84,6 +84,30 @@ def test_ingest_file_with_bad_lines_rejects_them_and_keeps_the_rest(
     assert rejected[2] == "rejected line 6: amount: price must be positive"
 
 
+def test_ingest_prints_the_first_rejections_by_line_and_counts_the_rest(
+    cli: CliRunner, tmp_path: Path
+) -> None:
+    """Unreadable lines were printed before invalid records whatever their lines (line 7
+    before line 2), so the 20 shown could skip the file's first problems; and nothing
+    said more were left out."""
+    path = tmp_path / "mixed.jsonl"
+    lines = [orjson.dumps(record(0, source="mytool")), b"[1,2]", b"{not json"]
+    lines += [orjson.dumps(record(1, source="mytool", amount="-1"))]
+    lines += [b"{not json"] * 10 + [b"null"] * 14  # 27 rejected in all
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    code, out, err = run(cli, "ingest", "mytool", "--file", str(path), "-f", "json")
+    assert code == 0, err
+    assert json.loads(out)[0]["rejected"] == 27
+    shown = [line for line in err.splitlines() if line.startswith("rejected line")]
+    assert [int(line.split()[2].rstrip(":")) for line in shown] == list(range(2, 22))
+    assert shown[:3] == [
+        "rejected line 2: record: Input should be a valid dictionary or instance of OfferRecord",
+        "rejected line 3: invalid JSON (unexpected character, expected a string key: line 1 column 2 (char 1))",
+        "rejected line 4: amount: price must be positive",
+    ]
+    assert err.splitlines()[-1] == "7 more rejected lines not shown"
+
+
 def test_usage_errors_exit_2(cli: CliRunner) -> None:
     assert run(cli, "offers", "--price-kind", "forever")[0] == 2
     assert run(cli, "offers", "--country", "Germany")[0] == 2
