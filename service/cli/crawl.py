@@ -43,8 +43,7 @@ def ingest(
 
     if not SOURCE_RE.match(source):
         raise CliError(f"invalid source name {source!r}: use lowercase letters, digits, '-', ':'")
-    if not file.is_file():
-        raise CliError(f"no such file: {file}")
+    _regular_file(file)
     with _lines_progress(file, enabled=fmt is Format.table) as on_progress:
         result = ingest_jsonl(
             engine(), settings(), file, source, complete=complete, on_progress=on_progress
@@ -62,6 +61,14 @@ def ingest(
         err.print(f"{more} more rejected lines not shown", highlight=False)
     if result.status.value != "ok":
         raise typer.Exit(EXIT_PARTIAL)
+
+
+def _regular_file(path: Path) -> None:
+    """An input file is read more than once (hashed, then parsed): a pipe cannot be."""
+    if not path.exists():
+        raise CliError(f"no such file: {path}")
+    if not path.is_file():
+        raise CliError(f"{path} is not a regular file (a folder, FIFO or device)")
 
 
 SHOWN_REJECTIONS = 20
@@ -158,8 +165,7 @@ def crawl(
     if from_file and len(names) != 1:
         raise UsageProblem("--from-file takes exactly one SOURCE")
     for path in from_file or []:
-        if not path.is_file():
-            raise CliError(f"no such file: {path}")
+        _regular_file(path)
     if dry_run and not from_file:
         raise UsageProblem("--dry-run needs --from-file (it never touches the network)")
     eng = None if dry_run else engine()

@@ -122,6 +122,14 @@ def test_errors_are_one_line(cli: CliRunner, tmp_path: Path) -> None:
     assert code == 1 and err.strip() == "error: offer 999999 does not exist"
     code, _, err = run(cli, "ingest", "mytool", "--file", str(tmp_path / "missing.jsonl"))
     assert code == 1 and "no such file" in err and len(err.strip().splitlines()) == 1
+    fifo = tmp_path / "records.jsonl"
+    os.mkfifo(fifo)
+    for path in (tmp_path, fifo):  # read twice (hashed, then its lines): a file it must be
+        for args in (["ingest", "mytool", "--file"], ["crawl", "lambda", "--from-file"]):
+            code, _, err = run(cli, *args, str(path))
+            assert code == 1 and err.strip().splitlines() == [
+                f"error: {path} is not a regular file (a folder, FIFO or device)"
+            ]
     code, _, err = run(cli, "ingest", "Bad Name!", "--file", str(tmp_path / "x"))
     assert code == 1 and "invalid source name" in err
     code, _, err = run(cli, "crawl", "no-such-source")
