@@ -286,11 +286,12 @@ def runs(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Crawl runs, newest first, with status and counts."""
-    from service.query.runs import list_crawl_runs
+    from service.query.runs import RUN_SUMMARY_COLUMNS, list_crawl_runs
 
     with engine().connect() as conn:
         rows = list_crawl_runs(conn, source, limit)
-    emit(rows, fmt, title="crawl runs")
+    columns = [column.key for column in RUN_SUMMARY_COLUMNS]  # a CSV's header when none ran
+    emit(rows, fmt, columns, title="crawl runs")
 
 
 @handle_errors

@@ -23,6 +23,26 @@ class Resolution(StrEnum):
     week = "week"
 
 
+DIFF_COLUMNS = (
+    "kind",
+    "offer_id",
+    "provider",
+    "sku",
+    "region",
+    "price_kind",
+    "gpu_slug",
+    "gpu_count",
+    "unit",
+    "old_amount",
+    "old_currency",
+    "new_amount",
+    "new_currency",
+    "old_gpu_hour_usd",
+    "new_gpu_hour_usd",
+    "change_pct",
+)
+"""The columns of ``diff -f json|jsonl|csv``, the same with no change (a CSV keeps its header)."""
+
 DIFF_TABLE = (
     "kind",
     "offer",
@@ -183,7 +203,7 @@ def diff(
     counts = {k: sum(r["kind"] == k for r in rows) for k in ("added", "changed", "withdrawn")}
     summary = ", ".join(f"{n} {k}" for k, n in counts.items())
     if fmt is not Format.table:
-        emit(rows, fmt, list(rows[0]) if rows else ["kind", "offer_id"])
+        emit(rows, fmt, DIFF_COLUMNS)
         err.print(f"v{old} → v{new}: {summary}", highlight=False)
         return
 

@@ -242,6 +242,10 @@ def test_diff_added_changed_withdrawn(cli: CliRunner, tmp_path: Path) -> None:
         ("withdrawn", "d"),
     }
     assert ok(cli, "diff", "2", "2", "-f", "jsonl") == ""
+    header = ok(cli, "diff", "2", "1", "-f", "csv").splitlines()[0]  # the same when empty
+    assert ok(cli, "diff", "2", "2", "-f", "csv") == header + "\n"
+    runs_header = ok(cli, "runs", "-f", "csv").splitlines()[0]
+    assert ok(cli, "runs", "--source", "nothing-ran", "-f", "csv") == runs_header + "\n"
     code, _, err = run(cli, "diff", "1", "99")
     assert code == 1 and err.strip() == "error: catalog version 99 does not exist (latest 2)"
 
