@@ -236,6 +236,9 @@ def crawl(
             for r in reports
         ]
         emit(rows, Format.table if fmt is Format.jsonl else fmt, columns, title="crawl summary")
+    for report in reports:
+        if report.detail is not None:  # the summary has the reason; this says what failed
+            err.print(f"{report.source} failed: {report.detail}", highlight=False)
     if any(r.status.value in ("failed", "quarantined") for r in reports):
         raise typer.Exit(EXIT_PARTIAL)
 

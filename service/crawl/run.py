@@ -57,6 +57,9 @@ class CrawlReport:
     rejections: list[Rejection] = field(default_factory=list)
     unmapped: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    detail: str | None = None
+    """What failed, for people, when the source could not be fetched or read (the
+    :class:`SourceError`'s message: its reason and what went wrong)."""
 
     @property
     def label(self) -> str:
@@ -257,6 +260,7 @@ def crawl_source(
             )
     except SourceError as exc:
         report.status, report.reason = CrawlStatus.failed, exc.reason
+        report.detail = str(exc)
         output = output or getattr(exc, "output", None)  # pages fetched before the failure
         if run_id is not None and engine is not None:
             finish_crawl_run(
@@ -320,10 +324,9 @@ def _ingest_output(
             report.counts = confirmed.counts
             return
     records = parse_records(source_cls, output)
-    report.records = records
     report.rejections = records.rejections
     if dry_run or engine is None or run_id is None:
-        with no_gc_pauses():
+        with no_gc_pauses():  # set once read: a payload it cannot read leaves none
             report.records = kept = list(records)  # printed: held
         report.unmapped = records.unmapped
         report.status = CrawlStatus.ok if kept else CrawlStatus.failed
@@ -334,6 +337,7 @@ def _ingest_output(
             "unmapped": sum(report.unmapped.values()),
         }
         return
+    report.records = records
     records.digests = [payload.sha256 for payload in payloads]
     crawl = CrawlResult(
         source=source_cls.name,  # type: ignore[attr-defined]

@@ -327,3 +327,24 @@ def test_the_crawl_command_spools_into_a_scratch_folder_of_its_own(
     assert code == 0, err
     assert len(seen) == 1 and Path(seen[0]).name.startswith("gpuatlas-runcli-")
     assert not Path(seen[0]).exists() and tempfile.gettempdir() != seen[0]
+
+
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]])
+def test_a_failed_crawl_of_saved_files_says_what_is_wrong(
+    cli: CliRunner, tmp_path: Path, dry_run: list[str]
+) -> None:
+    """A saved file the source cannot read failed the crawl as 'failed: invalid payload'
+    and nothing more (which file, what in it); with --dry-run the same failure came back
+    as an error of the command (exit 1) instead of a failed crawl (exit 3)."""
+    assert run(cli, "reference", "load")[0] == 0
+    saved = tmp_path / "instance-types.json"
+    saved.write_bytes(b"\xe8 not UTF-8")
+    code, out, err = run(cli, "crawl", "lambda", "--from-file", str(saved), *dry_run, "-f", "json")
+    assert code == 3, err
+    assert "Traceback" not in err and "error:" not in err
+    assert "lambda failed: invalid payload: UnicodeDecodeError: 'utf-8' codec can't decode" in err
+    rows = json.loads(out)
+    if dry_run:
+        assert rows == []
+    else:
+        assert rows[0]["status"] == "failed: invalid payload"
