@@ -130,6 +130,10 @@ def reject_unknown_params(allowed: set[str]):  # type: ignore[no-untyped-def]
     return check
 
 
+NO_PARAMS = [Depends(reject_unknown_params(set()))]
+"""The dependencies of an endpoint that takes no query parameter at all."""
+
+
 LIST_PARAMS_ATTRIBUTE = "gpuatlas_list_params"
 
 

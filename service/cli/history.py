@@ -85,7 +85,7 @@ def history(
     """An offer's price history, oldest first, with provenance, and a chart under it."""
     from schema.types import utcnow
     from service.query.history import Resolution as BucketSize
-    from service.query.history import offer_buckets, offer_history
+    from service.query.history import TooManyBuckets, offer_buckets, offer_history
     from service.query.sql import NotFound
 
     if not 1 <= offer_id <= 2**31 - 1:  # as the API's path (an INTEGER column's range)
@@ -99,6 +99,8 @@ def history(
                 rows = offer_buckets(conn, offer_id, bucket, None, utcnow())
         except NotFound as exc:
             raise CliError(str(exc)) from None
+        except TooManyBuckets as exc:  # never cut short: the oldest alone would mislead
+            raise CliError(f"{exc}: use --resolution week (or raw)") from None
     if resolution is Resolution.raw:
         columns = [
             "valid_from",

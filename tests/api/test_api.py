@@ -157,3 +157,25 @@ def test_openapi_is_published(client: TestClient) -> None:
     spec = client.get("/openapi.json").json()
     assert spec["openapi"].startswith("3.1")
     assert "/v1/offers" in spec["paths"]
+
+
+def test_every_endpoint_refuses_a_parameter_it_does_not_define(client: TestClient) -> None:
+    """Every operation of /v1 in the OpenAPI document, whatever its method, path or
+    authentication: an unknown query parameter is a 400 naming it, never ignored (a new
+    endpoint without the check fails here)."""
+    paths = client.get("/openapi.json").json()["paths"]
+    checked = []
+    for template, operations in paths.items():
+        if not template.startswith("/v1/"):
+            continue
+        path = template.format(offer_id=1, slug="x", subscription_id=1, name="acme")
+        for method in operations:
+            response = client.request(method.upper(), f"{path}?zzz_not_a_parameter=1")
+            assert response.status_code == 400, (method, template, response.text)
+            assert_problem(response, 400, "zzz_not_a_parameter")
+            checked.append(f"{method} {template}")
+    assert (
+        "post /v1/subscriptions" in checked
+        and "delete /v1/subscriptions/{subscription_id}" in checked
+    )
+    assert len(checked) >= 30

@@ -189,6 +189,18 @@ def test_history_series_and_chart(cli: CliRunner, tmp_path: Path, engine: Engine
     weeks = jsonl(ok(cli, "history", str(offer), "--resolution", "week", "-f", "jsonl"))
     assert 1 <= len(weeks) <= 2 and weeks[-1]["last"] == "21"
 
+    # in force since 2000: more day buckets than one answer holds, said, never cut short
+    with engine.begin() as conn:
+        conn.execute(
+            update(OBS)
+            .where(OBS.c.version_from == series[0]["version_from"], OBS.c.offer_id == offer)
+            .values(valid_from=datetime(2000, 1, 3, tzinfo=UTC))
+        )
+    code, _, err = run(cli, "history", str(offer), "--resolution", "day")
+    assert code == 1 and "more than 5000 day buckets" in err and "--resolution week" in err
+    weeks = jsonl(ok(cli, "history", str(offer), "--resolution", "week", "-f", "jsonl"))
+    assert weeks[0]["start"] == "2000-01-03T00:00:00Z" and weeks[-1]["last"] == "21"
+
     code, _, err = run(cli, "history", "999999")
     assert code == 1 and err.strip() == "error: offer 999999 does not exist"
     code, _, err = run(cli, "history", str(offer), "--resolution", "month")

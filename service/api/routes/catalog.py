@@ -8,7 +8,14 @@ from fastapi import APIRouter, Depends, Query, Response
 
 from schema.api import ChangesPage, DiffPage, VersionPublic
 from service.api import cursor as cursors
-from service.api.deps import ConnDep, SettingsDep, VersionDep, cache, reject_unknown_params
+from service.api.deps import (
+    NO_PARAMS,
+    ConnDep,
+    SettingsDep,
+    VersionDep,
+    cache,
+    reject_unknown_params,
+)
 from service.api.params import invalid
 from service.api.serialize import change_public
 from service.crawl.schedules import next_runs
@@ -109,7 +116,7 @@ def changes(
     )
 
 
-@router.get("/sources", dependencies=[Depends(reject_unknown_params(set()))])
+@router.get("/sources", dependencies=NO_PARAMS)
 def sources(conn: ConnDep, version: VersionDep, settings: SettingsDep) -> list[dict[str, Any]]:
     runs = last_runs(conn)
     known = list_sources(conn)

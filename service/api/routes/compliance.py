@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.encoders import jsonable_encoder
 
-from service.api.deps import ConnDep, SettingsDep, reject_unknown_params
+from service.api.deps import NO_PARAMS, ConnDep, SettingsDep, reject_unknown_params
 from service.api.problems import Problem
 from service.compliance import NOTICE
 from service.compliance.queries import ComplianceError, export_control
@@ -55,7 +55,7 @@ def gpu_export_control(
 
 @router.get(
     "/compliance/sources",
-    dependencies=[Depends(reject_unknown_params(set()))],
+    dependencies=NO_PARAMS,
     summary="Every compliance dataset with its source URLs and check dates",
 )
 def sources(conn: ConnDep, settings: SettingsDep) -> dict[str, Any]:

@@ -7,15 +7,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 
 from schema.types import utcnow
-from service.api.deps import ConnDep, VersionDep, reject_unknown_params
+from service.api.deps import NO_PARAMS, ConnDep, VersionDep, reject_unknown_params
 from service.api.params import iso_country
 from service.api.problems import Problem
 from service.query.reference import get_gpu, get_provider, list_gpus, list_providers, list_regions
 from service.query.sql import NotFound
 
 router = APIRouter(prefix="/v1", tags=["reference"])
-
-NO_PARAMS = [Depends(reject_unknown_params(set()))]
 
 
 def _found(call: Any, *args: Any) -> Any:

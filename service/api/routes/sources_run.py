@@ -19,7 +19,7 @@ from schema.crawl import CrawlRun
 from schema.enums import CrawlStatus
 from schema.types import utcnow
 from service.api.auth import ApiKeyDep
-from service.api.deps import SettingsDep, get_engine
+from service.api.deps import NO_PARAMS, SettingsDep, get_engine
 from service.api.problems import Problem
 from service.catalog.runs import start_crawl_run
 from service.crawl.sources import list_sources
@@ -35,6 +35,7 @@ SourceName = Annotated[
     "/sources/{name}/run",
     status_code=202,
     responses={401: {"description": "no or unknown API key"}, 404: {}, 409: {}},
+    dependencies=NO_PARAMS,
 )
 def run_source(
     name: SourceName,

@@ -27,6 +27,7 @@ from service.alerts.store import (
 )
 from service.api.auth import ApiKeyDep
 from service.api.deps import (
+    NO_PARAMS,
     ConnDep,
     RowId,
     SettingsDep,
@@ -102,6 +103,7 @@ OwnedSubscription = Annotated[dict[str, Any], Depends(owned_subscription)]
     status_code=201,
     response_model=SubscriptionCreated,
     responses={401: {}, 413: {}, 422: {}},
+    dependencies=NO_PARAMS,
 )
 def create(
     body: SubscriptionCreate,
@@ -129,18 +131,20 @@ def create(
 @router.get(
     "/subscriptions",
     response_model=list[SubscriptionPublic],
-    dependencies=[Depends(reject_unknown_params(set()))],
+    dependencies=NO_PARAMS,
 )
 def list_all(key_id: ApiKeyDep, conn: ConnDep) -> list[SubscriptionPublic]:
     return [SubscriptionPublic(**_public(row)) for row in list_subscriptions(conn, key_id)]
 
 
-@router.get("/subscriptions/{subscription_id}", response_model=SubscriptionPublic)
+@router.get(
+    "/subscriptions/{subscription_id}", response_model=SubscriptionPublic, dependencies=NO_PARAMS
+)
 def read(subscription: OwnedSubscription) -> SubscriptionPublic:
     return SubscriptionPublic(**_public(subscription))
 
 
-@router.delete("/subscriptions/{subscription_id}", status_code=204)
+@router.delete("/subscriptions/{subscription_id}", status_code=204, dependencies=NO_PARAMS)
 def delete(subscription: OwnedSubscription, key_id: ApiKeyDep, request: Request) -> Response:
     delete_subscription(get_engine(request), key_id, subscription["id"])
     return Response(status_code=204)
