@@ -89,14 +89,30 @@ def _iso(name: str, value: str) -> str:
         raise invalid(name, str(exc)) from None
 
 
+EMPTY = "empty: leave the parameter out not to filter by it"
+
+
+def _text(name: str, value: str | None) -> str | None:
+    """A text filter without its surrounding spaces; an empty one is a 422 (it matched
+    nothing, or for ``source`` listed every source's copies: never what was meant)."""
+    if value is None:
+        return None
+    text = value.strip()
+    if not text:
+        raise invalid(name, EMPTY)
+    return text
+
+
 def _split(name: str, values: list[str] | None, *, countries: bool = False) -> list[str]:
+    """Repeated or comma-separated values, each without its surrounding spaces (empty
+    parts between commas are skipped); a value with nothing in it is a 422, as for
+    :func:`_text`."""
     out: list[str] = []
     for value in values or []:
-        for part in value.split(","):
-            part = part.strip()
-            if not part:
-                continue
-            out.append(_iso(name, part) if countries else part)
+        parts = [part.strip() for part in value.split(",")]
+        if not any(parts):
+            raise invalid(name, EMPTY)
+        out.extend(_iso(name, part) if countries else part for part in parts if part)
     return out
 
 
@@ -240,15 +256,15 @@ def listing(
     providers = _split("provider", provider)
     certs = _kinds("cert", cert, CERT_SCHEMES)
     filters = OfferFilters(
-        gpu=gpu,
+        gpu=_text("gpu", gpu),
         provider=providers or None,
         country=iso_country("country", country),
         price_kind=price_kind.value if price_kind else None,
-        source=source,
+        source=_text("source", source),
         min_gpus=min_gpus,
         max_gpus=max_gpus,
         min_gpu_memory_gb=min_gpu_memory_gb,
-        region=region,
+        region=_text("region", region),
         not_country=_split("not_country", not_country, countries=True),
         gdpr=gdpr,
         cert=certs,

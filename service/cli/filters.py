@@ -200,7 +200,12 @@ def _number(name: str, value: str | None, usage: type[Exception]) -> Decimal | N
         raise usage(f"--{name}: {value!r} is not a number") from None
     if not number.is_finite() or not Decimal(0) <= number <= MAX_NUMBER:
         raise usage(f"--{name}: must be between 0 and {MAX_NUMBER}")
-    return number
+    from schema.types import within_scale
+
+    try:  # as the API's parameters: what the database can compare exactly
+        return within_scale(number)
+    except ValueError as exc:
+        raise usage(f"--{name}: {exc}") from None
 
 
 def _country(name: str, value: str | None, usage: type[Exception]) -> str | None:

@@ -97,6 +97,13 @@ def test_offer_and_history_oldest_first(client: TestClient) -> None:
         ("/v1/offers?min_gpus=lots", 422, "min_gpus"),
         ("/v1/offers?min_gpus=1e-99999", 422, "min_gpus"),  # PostgreSQL refused it: a 500
         ("/v1/offers?min_network_gbps=0.000000000001", 422, "min_network_gbps"),
+        # an empty filter matched nothing, was ignored, or (source) listed peers' copies
+        ("/v1/offers?gpu=%20", 422, "gpu"),
+        ("/v1/offers?region=", 422, "region"),
+        ("/v1/offers?source=", 422, "source"),
+        ("/v1/offers?provider=%20,", 422, "provider"),
+        ("/v1/export?cert=", 422, "cert"),
+        ("/v1/eligible-providers?not_country=", 422, "not_country"),
         ("/v1/offers?colour=red", 400, "colour"),
         ("/v1/offers?cursor=%%%not-base64", 400, "cursor"),
         ("/v1/offers?cursor=" + "A" * 600, 422, "cursor"),
@@ -137,6 +144,14 @@ def test_a_single_valued_parameter_given_twice_is_refused(
 ) -> None:
     """Not answered for its last value (``country=DE&country=US`` listed US offers only)."""
     assert_problem(client.get(path), 422, name)
+
+
+def test_text_filters_are_read_without_surrounding_spaces(client: TestClient) -> None:
+    """``gpu=%20h100`` matched nothing while ``provider=%20lambda`` worked: each text filter
+    is read without its surrounding spaces."""
+    plain = client.get("/v1/offers?gpu=a100&provider=lambda&source=acme").json()["data"]
+    padded = client.get("/v1/offers?gpu=%20a100%20&provider=lambda%20&source=%20acme").json()
+    assert plain and [o["id"] for o in padded["data"]] == [o["id"] for o in plain]
 
 
 def test_list_parameters_may_repeat(client: TestClient) -> None:

@@ -326,6 +326,8 @@ def test_export_never_replaces_what_is_not_a_regular_file(
     ("args", "message"),
     [
         (["offers", "--min-gpus", "many"], "--min-gpus: 'many' is not a number"),
+        (["offers", "--min-gpus", "1e-99999"], "--min-gpus: more than 10 decimal places"),
+        (["offers", "--gpu", " "], "--gpu: empty"),
         (["offers", "--max-price-per-gpu-hour", "-1"], "--max-price-per-gpu-hour: must be"),
         (["offers", "--min-gpus", "8", "--max-gpus", "1"], "--min-gpus: greater than max_gpus"),
         (["offers", "--country", "Germany"], "--country: use an ISO 3166 alpha-2 code"),
