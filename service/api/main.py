@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from service.alerts.listeners import install as install_alert_outbox
 from service.api import metrics, problems
 from service.api.conditional import ContentETagMiddleware
+from service.api.head import HeadAsGetMiddleware
 from service.api.observe import ObserveMiddleware
 from service.api.response_cache import ResponseCache, ResponseCacheMiddleware
 from service.api.routes import (
@@ -81,6 +82,7 @@ def create_app(settings: Settings | None = None, *, serving: bool = False) -> Fa
     )
     app.add_middleware(ResponseCacheMiddleware, cache=app.state.response_cache)
     app.add_middleware(ContentETagMiddleware)  # outside the cache, inside metrics
+    app.add_middleware(HeadAsGetMiddleware)  # a HEAD is the GET inside, logged as a HEAD
     problems.install(app)
     problems.document(app)
     # outermost: a request's id, metrics and log line cover everything inside

@@ -194,3 +194,29 @@ def test_every_endpoint_refuses_a_parameter_it_does_not_define(client: TestClien
         and "delete /v1/subscriptions/{subscription_id}" in checked
     )
     assert len(checked) >= 30
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/healthz", "/v1/offers?limit=2", "/v1/offers/1", "/v1/versions", "/", "/openapi.json"],
+)
+def test_head_is_the_get_without_its_body(client: TestClient, path: str) -> None:
+    """RFC 9110 9.3.2: HEAD answers with the GET's status and headers (it was a 405 on every
+    route): the same length, type, validator and caching, and no body."""
+    get, head = client.get(path), client.head(path)
+    assert head.status_code == get.status_code == 200, head.text
+    assert head.content == b""
+    for name in ("content-type", "content-length", "etag", "cache-control"):
+        assert head.headers.get(name) == get.headers.get(name), name
+    if "etag" in get.headers:  # the validator works on HEAD too
+        again = client.head(path, headers={"If-None-Match": get.headers["etag"]})
+        assert again.status_code == 304 and again.content == b""
+
+
+def test_head_where_there_is_no_get_or_the_query_is_wrong(client: TestClient) -> None:
+    refused = client.head("/v1/sources/acme/run")
+    assert refused.status_code == 405 and refused.headers["allow"] == "POST"
+    assert refused.content == b""
+    unknown = client.head("/v1/offers?colour=red")
+    assert unknown.status_code == 400 and unknown.content == b""
+    assert unknown.headers["content-type"] == "application/problem+json"
