@@ -61,6 +61,7 @@ from service.query.precedence import IDENTITY_FIELDS, source_key
 from service.query.provenance import finished_rows
 from service.query.source_filter import holds_most, may_be_outranked
 from service.query.sql import (
+    MAX_ROW_ID,
     OBS,
     OFFER,
     OFFER_COLUMNS,
@@ -1383,6 +1384,8 @@ def stream_raw_offers(
 
 
 def get_offer(conn: Connection, offer_id: int) -> dict[str, Any]:
+    if not 1 <= offer_id <= MAX_ROW_ID:  # no row has it (PostgreSQL: out of range)
+        raise NotFound(f"offer {offer_id} does not exist")
     stmt = (
         select(*OFFER_COLUMNS, OFFER.c.withdrawn_at)
         .join(OBS, OBS.c.id == OFFER.c.observation_id)

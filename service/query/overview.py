@@ -44,6 +44,7 @@ from service.query.offers import get_offer, list_offers, live_gpu_slugs
 from service.query.sql import (
     GPU,
     LOCATION,
+    MAX_ROW_ID,
     OBS,
     OBS_VALID_FROM,
     OBS_VALID_TO,
@@ -457,7 +458,6 @@ def gpu_matrix(
 EXPORT_DESTINATIONS = ("DE", "IN", "AE", "CN")
 """Destinations answered on a GPU page (one per broad treatment); ``destination`` adds one."""
 COMPARE_MIN, COMPARE_MAX = 2, 4
-MAX_ID = 2**31 - 1
 
 
 def overview_document(
@@ -513,7 +513,7 @@ def parse_compare_ids(values: Sequence[str]) -> list[int]:
     parts = [p.strip() for v in values for p in v.split(",") if p.strip()]
     ids: list[int] = []
     for part in parts:
-        if not ascii_digits(part) or len(part) > 10 or not 1 <= int(part) <= MAX_ID:
+        if not ascii_digits(part) or len(part) > 10 or not 1 <= int(part) <= MAX_ROW_ID:
             raise BadIds(f"{part[:20]!r} is not an offer id (a whole number from 1)")
         if int(part) in ids:
             raise BadIds(f"offer {int(part)} is listed twice")

@@ -117,6 +117,11 @@ class NotFound(LookupError):
     """The named thing does not exist."""
 
 
+MAX_ROW_ID = 2**31 - 1
+"""The largest id a row can have (an ``integer`` on PostgreSQL, which refuses a larger
+parameter compared with one: an error where the answer is that no such row exists)."""
+
+
 def payload_sha256(obs: Any = OBS) -> Any:
     """The sha256 of the payload an observation's price was read from, as ``raw_sha256``:
     the observation names its ``crawl_run_payload`` row (an integer: a crawl's many rows

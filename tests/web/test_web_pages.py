@@ -170,6 +170,8 @@ def test_unknown_offer_is_an_html_404(client: TestClient) -> None:
         "/offers/987654",
         "/offers/abc",
         "/offers/99999999999999999999999",
+        "/offers/2147483648",  # past PostgreSQL's integer: a 500 there
+        "/offers/999999999999999999",
         "/gpus/x",
         "/gpus/%00",  # a NUL reached PostgreSQL: a 500 (and a JSON one)
         "/providers/a%00b",
