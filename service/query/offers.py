@@ -1346,9 +1346,10 @@ def stream_offers(
     """Every matching offer in id order, in batches, without loading them all."""
     stmt = base_query(OFFER_COLUMNS, filters, conn.dialect.name, version, compliance, scan=True)
     stmt = stmt.order_by(OFFER.c.id)
-    result = conn.execution_options(stream_results=True, yield_per=batch).execute(stmt)
-    for part in result.mappings().partitions(batch):
-        yield finished_rows(conn, [dict(r) for r in part], filters, compliance)
+    # closed also when the reader stops early (an export whose client went away)
+    with conn.execution_options(stream_results=True, yield_per=batch).execute(stmt) as result:
+        for part in result.mappings().partitions(batch):
+            yield finished_rows(conn, [dict(r) for r in part], filters, compliance)
 
 
 def stream_raw_offers(
@@ -1379,8 +1380,8 @@ def stream_raw_offers(
         finally:
             result.close()
         return
-    streamed = conn.execution_options(stream_results=True, yield_per=batch).execute(stmt)
-    yield from streamed.partitions(batch)
+    with conn.execution_options(stream_results=True, yield_per=batch).execute(stmt) as streamed:
+        yield from streamed.partitions(batch)
 
 
 def get_offer(conn: Connection, offer_id: int) -> dict[str, Any]:

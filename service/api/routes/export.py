@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from datetime import date
 from typing import Any, Literal
 
+import anyio
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -55,6 +56,8 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.types import TypeDecorator
+from starlette.concurrency import run_in_threadpool
+from starlette.types import Receive, Scope, Send
 
 from schema.types import DecimalType, UTCDateTime, decimal_to_text
 from service.api.deps import ConnDep, cache, get_engine, reject_unknown_params
@@ -457,6 +460,29 @@ def _parquet(batches: Iterator[list[dict[str, Any]]]) -> Iterator[bytes]:
     yield sink.drain()
 
 
+class ClosingStream(StreamingResponse):
+    """A streamed body whose generator is closed when the response ends, also when the
+    client went away in the middle: Starlette stops reading a plain iterator then, but
+    never closes it. Until a garbage collection found it, the export's connection stayed
+    out of the pool, in its snapshot; on PostgreSQL its COPY waited in ``ClientWrite`` for
+    a reader that was gone, and held up ``DROP DATABASE`` on the whole server."""
+
+    def __init__(self, content: Iterator[bytes], **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self.source = content
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            # No piece is being read now (a thread's read is waited for, never abandoned);
+            # closing cancels the COPY and gives the connection back: I/O, so in a thread.
+            close = getattr(self.source, "close", None)
+            if close is not None:
+                with anyio.CancelScope(shield=True):
+                    await run_in_threadpool(close)
+
+
 @router.get(
     "/export",
     dependencies=[Depends(reject_unknown_params(FILTER_PARAMS | {"format"}))],
@@ -483,4 +509,4 @@ def export(
     headers = dict(response.headers)
     headers["Content-Disposition"] = f'attachment; filename="gpuatlas-v{listing.version}.{format}"'
     headers["X-Catalog-Version"] = str(listing.version)
-    return StreamingResponse(body, media_type=MEDIA[format], headers=headers)
+    return ClosingStream(body, media_type=MEDIA[format], headers=headers)
