@@ -7,13 +7,15 @@ import csv
 import io
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 import pyarrow.parquet as pq
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
+from service.catalog.fx import Rate, store_rates
 from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult
 from service.core.config import Settings
@@ -113,3 +115,26 @@ def test_a_sources_formulas_are_inert_in_csv_and_exact_elsewhere(
         for name in ("amount", "price_usd", "cluster_basis", "provider", "source"):
             assert row[name] == ("" if obj[name] is None else str(obj[name]))
     assert {r["region"] for r in rows} == {"'" + text for text in FORMULAS} | {"eu-1"}
+
+
+def test_an_fx_date_is_iso_in_every_format(
+    engine: Engine, settings: Settings, reference_data: None
+) -> None:
+    """SQLite keeps an observation's ``fx_date`` as days since 1970 (migration 0035): its
+    CSV and JSON Lines wrote that integer (``20784``), PostgreSQL the date."""
+    day = datetime.now(UTC).date() - timedelta(days=3)
+    with engine.begin() as conn:
+        store_rates(conn, [Rate(day, "USD", Decimal("1.08"))], "test", None)
+    euro = [record(i, currency="EUR") for i in range(3)]
+    ingest(engine, settings, CrawlResult(source="acme", records=euro))
+    clients = api_client(settings)
+    client = next(clients)
+    rows = list(csv.DictReader(io.StringIO(client.get("/v1/export?format=csv").text)))
+    lines = client.get("/v1/export", params={"format": "jsonl"}).text.splitlines()
+    table = pq.read_table(io.BytesIO(client.get("/v1/export?format=parquet").content))
+    listed = client.get("/v1/offers").json()["data"]
+    clients.close()
+    assert {r["fx_date"] for r in rows} == {day.isoformat()}
+    assert {json.loads(line)["fx_date"] for line in lines} == {day.isoformat()}
+    assert set(table.column("fx_date").to_pylist()) == {day}
+    assert {o["fx_date"] for o in listed} == {day.isoformat()}

@@ -229,8 +229,12 @@ def _converters(dialect: Dialect, jsonl: bool) -> list[tuple[int, Convert]]:
             out.append((position, _memo(_isoformat(typed))))
         elif kind == "decimal" and not sqlite:
             out.append((position, _memo(decimal_to_text)))
-        elif kind == "date" and not sqlite:
-            out.append((position, _memo(date.isoformat)))
+        elif kind == "date":
+            if sqlite:  # days since 1970 (schema.types.CompactDate): read as the date
+                typed = column.type.dialect_impl(dialect).result_processor(dialect, None)
+                out.append((position, _memo(_isoformat(typed))))
+            else:
+                out.append((position, _memo(date.isoformat)))
     if not jsonl:
         out += [(NAMES.index(name), _memo(inert)) for name in sorted(INERT_COLUMNS)]
     return out
