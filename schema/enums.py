@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from enum import StrEnum
 
 
@@ -38,6 +39,21 @@ class Unit(StrEnum):
     term_1y = "term_1y"
     """The whole price of a one-year commitment, paid for the term."""
     term_3y = "term_3y"
+
+
+HOURS_PER_MONTH = Decimal(730)
+HOURS = {
+    Unit.second: Decimal(1) / Decimal(3600),
+    Unit.minute: Decimal(1) / Decimal(60),
+    Unit.hour: Decimal(1),
+    Unit.day: Decimal(24),
+    Unit.week: Decimal(168),
+    Unit.month: HOURS_PER_MONTH,
+    Unit.year: Decimal(8760),
+    Unit.term_1y: Decimal(8760),
+    Unit.term_3y: Decimal(26280),
+}
+"""Hours in one billing unit (a month is 730 hours, a year 8,760)."""
 
 
 class PricePer(StrEnum):

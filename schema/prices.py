@@ -98,7 +98,7 @@ def pflop_hour_key_sql(gpu_hour_e10: Any, tflops: Any, dialect: str) -> Any:
     """:func:`pflop_hour_key` in SQL, from an integer key expression and a TFLOPS column
     (NULL where the key is None). Integer arithmetic in 64 bits on both databases: the
     quotient by whole 10^-4 TFLOPS first, then the remainder's 10^7 digits, then banker's
-    rounding on the last remainder; exact while USD per GPU-hour / TFLOPS < 9.2 x 10^5."""
+    rounding on the last remainder; saturated at the BIGINT range as the Python is."""
     real = cast(tflops, Float) if dialect == "sqlite" else cast(tflops, Numeric)
     scaled = cast(func.round(real * PFLOP_KEY_TFLOPS_SCALE), BigInteger)
     return pflop_hour_key_scaled_sql(gpu_hour_e10, scaled)
@@ -119,8 +119,17 @@ def pflop_hour_key_scaled_sql(gpu_hour_e10: Any, scaled: Any) -> Any:
         ),
         else_=0,
     )
-    key = (price // divisor) * digits + low + up
-    return case((scaled > 0, key), else_=null())
+    quotient = price // divisor
+    # saturated at the BIGINT range as pflop_hour_key is (PostgreSQL refuses an overflow;
+    # a price per GPU-hour of 10^8 over a few TFLOPS gets there): a larger quotient, or
+    # the largest one with digits past SORT_KEY_MAX's
+    most = SORT_KEY_MAX // digits
+    return case(
+        (or_(scaled.is_(None), scaled <= 0), null()),
+        (quotient > most, SORT_KEY_MAX),
+        (and_(quotient == most, low + up > SORT_KEY_MAX - most * digits), SORT_KEY_MAX),
+        else_=quotient * digits + low + up,
+    )
 
 
 ACTIVE = text("status = 'active'")

@@ -24,7 +24,7 @@ from pydantic import (
 )
 
 from schema.codes import country_codes, currency_codes
-from schema.enums import Interconnect, Network, PriceKind, PricePer, Unit
+from schema.enums import HOURS, Interconnect, Network, PriceKind, PricePer, Unit
 from schema.memo import per_text
 from schema.text import plain_text
 from schema.types import NUMERIC_SCALE
@@ -32,6 +32,8 @@ from schema.types import NUMERIC_SCALE
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 SOURCE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,40}(:[a-z0-9][a-z0-9._-]{0,40})?$")
 MAX_AMOUNT = Decimal("100000000")
+_SHORT_UNITS = frozenset({Unit.second, Unit.minute})
+"""Billing units shorter than an hour."""
 MAX_DECIMAL_PLACES = NUMERIC_SCALE
 """A number's decimal places: what the database keeps (an amount read back is the amount
 written, which an unchanged re-crawl relies on)."""
@@ -228,9 +230,21 @@ class OfferRecord(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _gpu_named(self) -> OfferRecord:
+    def _whole(self) -> OfferRecord:
         if self.gpu_model is None and not self.gpu_name_raw:
             raise ValueError("either gpu_model or gpu_name_raw is required")
+        # a GPU-hour can cost more than the amount only by the second or minute, or for an
+        # instance of less than one GPU: the few records that need the arithmetic
+        by_instance = self.price_per is PricePer.instance
+        if self.unit in _SHORT_UNITS or (by_instance and self.gpu_count < 1):
+            per_gpu_hour = self.amount / HOURS[self.unit]
+            if by_instance:
+                per_gpu_hour /= self.gpu_count
+            if per_gpu_hour > MAX_AMOUNT:
+                raise ValueError(
+                    f"price per GPU-hour is implausibly large (over {MAX_AMOUNT:,}: "
+                    "amount, unit and gpu_count together)"
+                )
         return self
 
     @property

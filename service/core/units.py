@@ -4,20 +4,10 @@ from __future__ import annotations
 
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from schema.enums import PricePer, Unit
+from schema.enums import HOURS, HOURS_PER_MONTH, PricePer, Unit
 
-HOURS_PER_MONTH = Decimal(730)
-HOURS = {
-    Unit.second: Decimal(1) / Decimal(3600),
-    Unit.minute: Decimal(1) / Decimal(60),
-    Unit.hour: Decimal(1),
-    Unit.day: Decimal(24),
-    Unit.week: Decimal(168),
-    Unit.month: HOURS_PER_MONTH,
-    Unit.year: Decimal(8760),
-    Unit.term_1y: Decimal(8760),
-    Unit.term_3y: Decimal(26280),
-}
+__all__ = ["HOURS", "HOURS_PER_MONTH", "gpu_hourly", "instance_hourly", "money", "q"]
+
 PLACES = Decimal("1e-10")
 ONE = Decimal(1)
 

@@ -41,6 +41,7 @@ from schema.crawl import CrawlRun, CrawlRunPayload
 from schema.enums import OfferStatus
 from schema.prices import (
     OBS_GPU_HOUR_KEY_SQLITE,
+    SORT_KEY_MAX,
     USD,
     CatalogVersion,
     Offer,
@@ -133,6 +134,16 @@ def payload_sha256(obs: Any = OBS) -> Any:
         .scalar_subquery()
         .label("raw_sha256")
     )
+
+
+def observation_run(obs: Any = OBS) -> Any:
+    """The crawl run an observation's price comes from, as ``crawl_run_id``: its own, else
+    that of the version that opened it (:data:`schema.prices.VERSIONS_OWN`), found by its
+    primary key (the exports' column; pages of rows read it once per version:
+    ``service.query.provenance.with_runs``)."""
+    opened = VERSION.alias("run_version")
+    run = select(opened.c.crawl_run_id).where(opened.c.id == obs.c.version_from)
+    return func.coalesce(obs.c.crawl_run_id, run.scalar_subquery()).label("crawl_run_id")
 
 
 OFFER_COLUMNS = (
@@ -307,7 +318,9 @@ def gpu_hour_key(dialect: str, version: int | None = None) -> Any:
         return OFFER.c.gpu_hour_usd_e10
     if dialect == "sqlite":
         return cast(func.round(cast(OBS.c.gpu_hour_usd, Float) * 10_000_000_000), Integer)
-    return cast(cast(OBS.c.gpu_hour_usd, Numeric) * 10_000_000_000, BigInteger)
+    # saturated at the BIGINT range as the stored key is (schema.prices.sort_key_e10)
+    scaled = cast(OBS.c.gpu_hour_usd, Numeric) * 10_000_000_000
+    return cast(func.least(scaled, SORT_KEY_MAX), BigInteger)
 
 
 def pinned_gpu_hour_order(dialect: str) -> Any:

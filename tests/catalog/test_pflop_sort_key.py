@@ -23,6 +23,7 @@ from sqlalchemy.types import BigInteger
 
 from schema.catalog import GpuModel
 from schema.prices import (
+    SORT_KEY_MAX,
     Offer,
     pflop_hour_key,
     pflop_hour_key_scaled_sql,
@@ -154,6 +155,37 @@ def test_key_in_sql_equals_the_key_in_python(engine: Engine) -> None:
             if e10 is not None and tflops and (Decimal(e10) * 2000 / tflops) % 2 == 1:
                 halves += 1
     assert halves >= 4
+
+
+MOST = SORT_KEY_MAX // 10**7
+"""The largest whole part of a key (USD per PFLOPS-hour x 10^3) that fits the BIGINT range."""
+
+
+@pytest.mark.parametrize(
+    ("e10", "tflops", "expected"),
+    [
+        (3_300_000_000_000_000_000, Decimal(8), SORT_KEY_MAX),  # 3.3 x 10^8 USD over 8 TFLOPS
+        ((MOST + 1) * 10**4, Decimal(1), SORT_KEY_MAX),
+        (MOST * 10**4 + 4776, Decimal(1), SORT_KEY_MAX),  # the largest whole part, past it
+        (MOST * 10**4 + 4775, Decimal(1), MOST * 10**7 + 4_775_000),  # within: exact
+        (SORT_KEY_MAX, Decimal("0.0001"), SORT_KEY_MAX),
+    ],
+)
+def test_key_in_sql_saturates_as_the_key_in_python(
+    engine: Engine, e10: int, tflops: Decimal, expected: int
+) -> None:
+    """A price per GPU-hour of 10^8 (the most a record may give) over a GPU of a few TFLOPS
+    is past the BIGINT range as USD per PFLOPS-hour x 10^10: the key saturates, in SQL as in
+    Python (PostgreSQL raised "bigint out of range", which stopped every reference load and
+    the overview's daily trend)."""
+    assert pflop_hour_key(e10, tflops) == expected
+    with engine.connect() as conn:
+        price = literal(e10, BigInteger)
+        figure = literal(tflops, GPU.c.tflops_bf16.type)
+        dialect = engine.dialect.name
+        assert conn.execute(select(pflop_hour_key_sql(price, figure, dialect))).scalar() == expected
+        scaled = literal(tflops_scaled(tflops), BigInteger)
+        assert conn.execute(select(pflop_hour_key_scaled_sql(price, scaled))).scalar() == expected
 
 
 @pytest.mark.parametrize("staged", [False, True], ids=["rows", "staged"])

@@ -141,3 +141,37 @@ def test_remembered_validators_answer_as_the_first_time() -> None:
             errors.append(describe_validation_error(caught.value))
         assert errors[0] == errors[1] and errors[0]
     assert OfferRecord.model_validate(record(amount=Decimal("3"))).amount == Decimal("3")
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"amount": "100000000", "unit": "second", "gpu_count": "1"},
+        {"amount": "2000000", "unit": "minute", "gpu_count": "1"},
+        {"amount": "100000000", "unit": "hour", "gpu_count": "0.0001"},
+        {"amount": "100000000", "unit": "second", "gpu_count": "0.0000000001"},
+        {"amount": "100000000", "unit": "second", "gpu_count": "8", "price_per": "gpu"},
+    ],
+)
+def test_a_price_per_gpu_hour_past_the_amounts_bound_is_rejected(overrides: dict) -> None:
+    """Each field within its bounds, the three together past 10^8 per GPU-hour: the last
+    one stopped a whole ingest (``decimal.InvalidOperation`` rounding 3.6 x 10^21), the
+    others made sort keys past the BIGINT range."""
+    assert reason(**overrides) == (
+        "record: price per GPU-hour is implausibly large (over 100,000,000: amount, unit "
+        "and gpu_count together)"
+    )
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"amount": "27777", "unit": "second", "gpu_count": "1"},  # 10^8 per hour, about
+        {"amount": "100000000", "unit": "hour", "gpu_count": "1"},
+        {"amount": "27777", "unit": "second", "gpu_count": "8", "price_per": "gpu"},
+        {"amount": "0.5", "unit": "hour", "gpu_count": "0.125"},  # a shared slice
+        {"amount": "100000000", "unit": "term_3y", "gpu_count": "0.5"},
+    ],
+)
+def test_prices_within_the_bound_pass(overrides: dict) -> None:
+    assert OfferRecord.model_validate(record(**overrides))
