@@ -20,7 +20,7 @@ from service.catalog.ingest import ingest
 from service.catalog.results import CrawlResult
 from service.core.config import Settings
 from tests.support.api_client import api_client
-from tests.support.factories import record
+from tests.support.factories import record, records
 
 AWKWARD = ["plain", "with,comma", 'with "quotes"', "two\nlines", "carriage\rreturn", " spaced "]
 
@@ -138,3 +138,29 @@ def test_an_fx_date_is_iso_in_every_format(
     assert {json.loads(line)["fx_date"] for line in lines} == {day.isoformat()}
     assert set(table.column("fx_date").to_pylist()) == {day}
     assert {o["fx_date"] for o in listed} == {day.isoformat()}
+
+
+def test_every_row_names_its_crawl_run_in_every_format(
+    engine: Engine, settings: Settings, reference_data: None
+) -> None:
+    """An observation stores no crawl run when its version's is the same (migration 0032):
+    CSV and JSON Lines read the stored column and left every row's ``crawl_run_id`` empty,
+    while ``/v1/offers/{id}`` named the run. Two crawls: each row names the run of its price."""
+    ingest(engine, settings, CrawlResult(source="acme", records=records(4)))
+    repriced = [dict(r) for r in records(4)]
+    repriced[0]["amount"] = "99.5"
+    ingest(engine, settings, CrawlResult(source="acme", records=repriced))
+    clients = api_client(settings)
+    client = next(clients)
+    rows = list(csv.DictReader(io.StringIO(client.get("/v1/export?format=csv").text)))
+    lines = [json.loads(x) for x in client.get("/v1/export?format=jsonl").text.splitlines()]
+    table = pq.read_table(io.BytesIO(client.get("/v1/export?format=parquet").content))
+    runs = {o["id"]: o["crawl_run_id"] for o in client.get("/v1/offers").json()["data"]}
+    clients.close()
+    assert len(set(runs.values())) == 2 and None not in runs.values()
+    assert {int(r["id"]): int(r["crawl_run_id"]) for r in rows} == runs
+    assert {x["id"]: x["crawl_run_id"] for x in lines} == runs
+    parquet = zip(
+        table.column("id").to_pylist(), table.column("crawl_run_id").to_pylist(), strict=True
+    )
+    assert dict(parquet) == runs

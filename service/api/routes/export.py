@@ -69,7 +69,7 @@ from service.query.offers import base_query, stream_offers
 from service.query.offers import stream_raw_offers as stream_raw
 from service.query.pg_copy import CSV, LINES, compile_copy, copy_out, usable
 from service.query.places import location_columns
-from service.query.sql import OFFER, OFFER_COLUMNS, payload_sha256
+from service.query.sql import OFFER, OFFER_COLUMNS, observation_run, payload_sha256
 
 router = APIRouter(prefix="/v1", tags=["export"])
 
@@ -144,7 +144,9 @@ PARQUET_SCHEMA = pa.schema(
 CHUNK = 64 * 1024
 """Bytes per streamed chunk (about)."""
 
-SELECTED: dict[str, Any] = {c.name: c for c in (*OFFER_COLUMNS, payload_sha256())}
+SELECTED: dict[str, Any] = {
+    c.name: c for c in (*OFFER_COLUMNS, payload_sha256(), observation_run())
+}  # the last two: an observation stores neither (the run: its version's, when not its own)
 EXPORT_COLUMNS = [SELECTED[column] for _, column in COLUMNS if column in SELECTED]
 """The offer's own columns; :func:`_columns` adds the location ones for a request."""
 
