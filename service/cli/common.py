@@ -10,6 +10,7 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable
 from functools import wraps
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -81,12 +82,33 @@ def settings() -> Settings:
     return get_settings()
 
 
+def _sqlite_file_exists(url: str) -> None:
+    """A command that needs a migrated catalog names a SQLite file that is not there,
+    instead of creating an empty one (``db upgrade`` creates it)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        return  # make_engine says what is wrong with it
+    path = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not path or path == ":memory:":
+        return
+    if path.startswith("file:") or parsed.query.get("uri"):
+        return  # a URI filename: SQLite's own options decide
+    if Path(path).parent.is_dir() and not Path(path).exists():  # (no folder: cannot open)
+        raise CliError(f"no database at {path}: `gpuatlas db upgrade` creates it")
+
+
 def engine(*, migrated: bool = True) -> Engine:
     """The process's one engine (disposed when the command ends). Its database must be
     migrated to this gpuatlas's head, or with ``migrated=False`` only reachable (``db``)."""
     if _state.get("engine") is not None:
         return _state["engine"]  # type: ignore[no-any-return]
     try:
+        if migrated:  # opening a missing SQLite file would leave an empty one behind
+            _sqlite_file_exists(settings().database_url)
         eng = make_engine(settings().database_url)
         _state["engine"] = eng
         if migrated:

@@ -7,6 +7,7 @@ directory), 2 usage (a bad option value). The progress bar goes to stderr.
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Callable, Iterator
 from enum import StrEnum
 from pathlib import Path
@@ -119,7 +120,9 @@ def _export(eng: Engine, listing: Listing, fmt: ExportFormat, output: Path, cons
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    partial = output.with_name(f".{output.name}.partial")
+    # a name of its own (two exports to one file each write their own, the last renamed
+    # wins whole); created exclusively, with the umask's usual mode
+    partial = output.with_name(f".{output.name}.{os.getpid()}-{secrets.token_hex(4)}.partial")
     written = 0
     progress = Progress(
         TextColumn(f"export {fmt.value}"),
@@ -138,7 +141,8 @@ def _export(eng: Engine, listing: Listing, fmt: ExportFormat, output: Path, cons
             progress.update(task, completed=written)
 
     try:
-        with progress, partial.open("wb") as handle:
+        created = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with progress, os.fdopen(created, "wb") as handle:
             for chunk in export_chunks(eng, listing, fmt, seen):
                 handle.write(chunk)
             progress.update(task, completed=written, total=max(written, 1))

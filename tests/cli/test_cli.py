@@ -261,8 +261,21 @@ def test_reference_load_refuses_a_file_that_is_not_regular(
 
 
 def test_unmigrated_database_says_what_to_run(tmp_path: Path) -> None:
-    result = _gpuatlas(f"sqlite:///{tmp_path / 'new.db'}", "offers")
-    assert result.returncode == 1 and "gpuatlas db upgrade" in result.stderr
+    """A SQLite file that is not there is named, and not created (an empty file was left
+    behind by every command that only reads); one that is there but empty is not migrated."""
+    missing = tmp_path / "new.db"
+    lines = tmp_path / "mine.jsonl"
+    lines.write_text("{}\n")
+    for command in (["offers"], ["versions"], ["ingest", "mine", "--file", str(lines)]):
+        result = _gpuatlas(f"sqlite:///{missing}", *command)
+        assert result.returncode == 1, result.stderr
+        assert result.stderr.strip() == (
+            f"error: no database at {missing}: `gpuatlas db upgrade` creates it"
+        ), command
+        assert not missing.exists()
+    missing.touch()
+    result = _gpuatlas(f"sqlite:///{missing}", "offers")
+    assert result.returncode == 1 and "not migrated: run `gpuatlas db upgrade`" in result.stderr
 
 
 def test_unmapped_names_are_listed(cli: CliRunner, tmp_path: Path) -> None:

@@ -295,6 +295,30 @@ def test_export_formats_progress_and_overwrite(catalog: CliRunner, tmp_path: Pat
     code, _, err = run(catalog, "export", "-o", str(out_dir / "x.xlsx"))
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert sorted(p.name for p in out_dir.iterdir()) == ["h100.csv", "lambda.data", "spot.parquet"]
+    assert (target.stat().st_mode & 0o777) == 0o666 & ~_umask()  # as any file it writes
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_exports_to_one_file_write_their_own_partial_files(
+    catalog: CliRunner, tmp_path: Path
+) -> None:
+    """Two exports to one file at once each write a file of their own and the last renamed
+    wins whole: the partial file had one fixed name (``.NAME.partial``), so the second
+    export wrote into the first's and one renamed it from under the other."""
+    target = tmp_path / "all.csv"
+    elsewhere = tmp_path / ".all.csv.partial"  # another export's, still being written
+    elsewhere.write_bytes(b"id,provider\n1,")
+    ok(catalog, "export", "-o", str(target))
+    assert elsewhere.read_bytes() == b"id,provider\n1,"
+    assert len(list(csv.DictReader(io.StringIO(target.read_text(encoding="utf-8"))))) == 7
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".partial")) == [
+        ".all.csv.partial"
+    ]
 
 
 def test_export_never_replaces_what_is_not_a_regular_file(
