@@ -48,6 +48,7 @@ OFFER = Offer.__table__  # type: ignore[attr-defined]
 LINE = OfferLine.__table__  # type: ignore[attr-defined]
 RUN = CrawlRun.__table__  # type: ignore[attr-defined]
 
+BOM = b"\xef\xbb\xbf"
 DIGEST_BYTES = 16
 PERSON = b"gpuatlas-line-1"
 """Salts the digest; a new value (a change to how a line becomes a record outside the
@@ -63,7 +64,10 @@ def line_digest(line: bytes) -> bytes:
 
 def parse_line(line: bytes, source: str) -> Any:
     """A JSON Lines line's value (``source`` filled in when absent); raises
-    ``orjson.JSONDecodeError``."""
+    ``orjson.JSONDecodeError``. A UTF-8 byte order mark before it (a file saved by a
+    Windows editor starts with one) is no part of the JSON."""
+    if line.startswith(BOM):
+        line = line[len(BOM) :]
     value = orjson.loads(line)
     if isinstance(value, dict):
         value.setdefault("source", source)

@@ -84,6 +84,23 @@ def test_ingest_file_with_bad_lines_rejects_them_and_keeps_the_rest(
     assert rejected[2] == "rejected line 6: amount: price must be positive"
 
 
+def test_a_byte_order_mark_before_the_first_line_is_no_part_of_it(
+    cli: CliRunner, tmp_path: Path
+) -> None:
+    """A file saved by a Windows editor starts with a UTF-8 BOM: its first record was
+    rejected as invalid JSON. Read again unchanged, the file is confirmed, lines skipped."""
+    path = tmp_path / "excel.jsonl"
+    lines = [orjson.dumps(record(i, source="mytool")) for i in range(3)]
+    path.write_bytes(b"\xef\xbb\xbf" + b"\r\n".join(lines) + b"\r\n")
+    code, out, err = run(cli, "ingest", "mytool", "--file", str(path), "-f", "json")
+    assert code == 0 and json.loads(out)[0]["added"] == 3, err
+    changed = [orjson.dumps(record(i, source="mytool", amount="9.5")) for i in range(1)]
+    path.write_bytes(b"\xef\xbb\xbf" + b"\n".join([*changed, *lines[1:]]) + b"\n")
+    code, out, err = run(cli, "ingest", "mytool", "--file", str(path), "-f", "json")
+    summary = json.loads(out)[0]
+    assert code == 0 and summary["changed"] == 1 and summary["rejected"] == 0, err
+
+
 def test_ingest_prints_the_first_rejections_by_line_and_counts_the_rest(
     cli: CliRunner, tmp_path: Path
 ) -> None:
