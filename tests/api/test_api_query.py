@@ -454,6 +454,17 @@ def test_diff_and_change_feed(writable: TestClient) -> None:
     assert paged == whole and len(whole) == 24 * 3 + 8 + 3
     diff_pages = writable.get("/v1/diff", params={"from": 0, "limit": 10}).json()
     assert diff_pages["next_cursor"] and len(diff_pages["data"]) == 10
+    # a diff's cursor pages that diff: another from or to is refused, not answered
+    following = {"cursor": diff_pages["next_cursor"], "limit": 10}
+    for other in ({"from": 1}, {"from": 0, "to": version}):
+        refused = writable.get("/v1/diff", params={**other, **following})
+        assert refused.status_code == 400 and "cursor" in refused.text, other
+    # to left out: the next page is the same diff, after a newer version too
+    ingest(engine, settings, CrawlResult(source="ovhcloud", records=recs[:3]))
+    second = writable.get("/v1/diff", params={"from": 0, **following}).json()
+    assert second["to_version"] == diff_pages["to_version"] == version + 1
+    whole = writable.get("/v1/diff", params={"from": 0, "to": version + 1, "limit": 20}).json()
+    assert diff_pages["data"] + second["data"] == whole["data"][:20]
     assert writable.get("/v1/diff", params={"from": 999}).status_code == 422
 
 

@@ -68,17 +68,26 @@ def diff(
     cursor: Cursor = None,
 ) -> DiffPage:
     latest = current_version(conn)
+    after = 0
+    if cursor:  # a page of one diff: its versions, ``to`` kept when it was left out
+        state = cursors.decode(cursor)
+        after = cursors.integer(state.get("o"))
+        if "f" in state:  # (a cursor issued before 2026-12-06 names neither)
+            issued_from, issued_to = cursors.integer(state["f"]), cursors.integer(state.get("t"))
+            if issued_from != old or (new is not None and issued_to != new):
+                raise invalid("cursor", "not a cursor for this diff", status=400)
+            new = issued_to
     new = latest if new is None else new
     _check_version("from", old, latest)
     _check_version("to", new, latest)
     cache(response, pinned=True)
-    after = _int_cursor(cursor, "o")[0] if cursor else 0
     changes, last = diff_versions(conn, old, new, after_offer=after, limit=limit)
+    following = {"f": old, "t": new, "o": last}
     return DiffPage(
         from_version=old,
         to_version=new,
         data=[change_public(c) for c in changes],  # type: ignore[misc]
-        next_cursor=cursors.encode({"o": last}) if last is not None else None,
+        next_cursor=cursors.encode(following) if last is not None else None,
     )
 
 
