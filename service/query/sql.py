@@ -319,8 +319,9 @@ def gpu_hour_key(dialect: str, version: int | None = None) -> Any:
     if dialect == "sqlite":
         return cast(func.round(cast(OBS.c.gpu_hour_usd, Float) * 10_000_000_000), Integer)
     # saturated at the BIGINT range as the stored key is (schema.prices.sort_key_e10)
+    # (not LEAST: it skips a null, and an unknown price would sort as the dearest)
     scaled = cast(OBS.c.gpu_hour_usd, Numeric) * 10_000_000_000
-    return cast(func.least(scaled, SORT_KEY_MAX), BigInteger)
+    return cast(case((scaled > SORT_KEY_MAX, SORT_KEY_MAX), else_=scaled), BigInteger)
 
 
 def pinned_gpu_hour_order(dialect: str) -> Any:
