@@ -58,7 +58,10 @@ def ingest(
         err.print(f"rejected {line}: {reason}", highlight=False)
     if len(result.rejections) > SHOWN_REJECTIONS:
         more = len(result.rejections) - SHOWN_REJECTIONS
-        err.print(f"{more} more rejected lines not shown", highlight=False)
+        err.print(
+            f"{more} more rejected lines not shown: gpuatlas rejections {result.crawl_run_id}",
+            highlight=False,
+        )
     if result.status.value != "ok":
         raise typer.Exit(EXIT_PARTIAL)
 
@@ -280,6 +283,49 @@ def sources_cmd(fmt: FormatOpt = Format.table) -> None:
             }
         )
     emit(rows, fmt, title="sources")
+
+
+@handle_errors
+def rejections(
+    run_id: Annotated[int, typer.Argument(help="crawl run id (gpuatlas runs)")],
+    limit: Annotated[int, typer.Option(min=1, max=1000)] = 1000,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """The records a crawl run rejected, by line, each with its reason and an excerpt."""
+    import orjson
+
+    from service.catalog.runs import MAX_STORED_REJECTIONS
+    from service.query.runs import count_rejections, list_rejections
+    from service.query.sql import NotFound
+
+    if not 1 <= run_id <= 2**31 - 1:  # as the API's ids (an INTEGER column's range)
+        raise UsageProblem(f"RUN_ID: a crawl run id is a number from 1 to {2**31 - 1}")
+    with engine().connect() as conn:
+        try:
+            run, rows = list_rejections(conn, run_id, limit)
+        except NotFound as exc:
+            raise CliError(str(exc)) from None
+        stored = count_rejections(conn, run_id)
+    listed = [
+        {
+            "line": row["position"] + 1,
+            "reason": row["reason"].removeprefix(f"line {row['position'] + 1}: "),
+            "record": row["record"]
+            if fmt is not Format.table
+            else orjson.dumps(row["record"]).decode()[:120]
+            if row["record"] is not None
+            else "",
+        }
+        for row in rows
+    ]
+    emit(listed, fmt, ["line", "reason", "record"], title=f"run {run_id} rejections")
+    total = run["rejected"] or 0
+    note = f"run {run_id} ({run['source']}, {run['status']}): {total} rejected"
+    if total > stored:  # the first ones of a run are stored, each with its reason
+        note += f", the first {stored} stored (at most {MAX_STORED_REJECTIONS} a run)"
+    if len(rows) < stored:
+        note += f", {len(rows)} shown (--limit)"
+    err.print(note, highlight=False)
 
 
 @handle_errors

@@ -8,8 +8,9 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, func, select
 
+from schema.crawl import RejectedRecord
 from schema.enums import OfferStatus
-from service.query.sql import OBS, OFFER, RUN
+from service.query.sql import OBS, OFFER, RUN, NotFound
 from service.query.versions import current_version
 
 RUN_SUMMARY_COLUMNS = (
@@ -38,6 +39,34 @@ def list_crawl_runs(
     if source:
         stmt = stmt.where(RUN.c.source == source)
     return [dict(row) for row in conn.execute(stmt).mappings()]
+
+
+REJECTED = RejectedRecord.__table__  # type: ignore[attr-defined]
+
+
+def list_rejections(
+    conn: Connection, run_id: int, limit: int = 1000
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Crawl run ``run_id`` (:data:`RUN_SUMMARY_COLUMNS`) and the rejections stored with it,
+    by position (a JSON Lines file's line - 1, a crawl's record number - 1): the first
+    ``MAX_STORED_REJECTIONS`` of a run are kept, each with its reason and a bounded
+    excerpt of the record. :class:`NotFound` for a run that does not exist."""
+    run = conn.execute(select(*RUN_SUMMARY_COLUMNS).where(RUN.c.id == run_id)).mappings().first()
+    if run is None:
+        raise NotFound(f"crawl run {run_id} does not exist")
+    stmt = (
+        select(REJECTED.c.position, REJECTED.c.reason, REJECTED.c.record)
+        .where(REJECTED.c.crawl_run_id == run_id)
+        .order_by(REJECTED.c.position, REJECTED.c.id)
+        .limit(limit)
+    )
+    return dict(run), [dict(row) for row in conn.execute(stmt).mappings()]
+
+
+def count_rejections(conn: Connection, run_id: int) -> int:
+    """How many rejections of run ``run_id`` are stored."""
+    stmt = select(func.count()).select_from(REJECTED).where(REJECTED.c.crawl_run_id == run_id)
+    return int(conn.execute(stmt).scalar() or 0)
 
 
 def last_runs(conn: Connection, sources: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:

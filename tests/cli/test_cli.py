@@ -122,7 +122,24 @@ def test_ingest_prints_the_first_rejections_by_line_and_counts_the_rest(
         "rejected line 3: invalid JSON (unexpected character, expected a string key: line 1 column 2 (char 1))",
         "rejected line 4: amount: price must be positive",
     ]
-    assert err.splitlines()[-1] == "7 more rejected lines not shown"
+    run_id = int(err.splitlines()[-1].rsplit(" ", 1)[1])
+    assert err.splitlines()[-1] == f"7 more rejected lines not shown: gpuatlas rejections {run_id}"
+
+    # every stored rejection, by line, with its reason (once) and its record's excerpt
+    code, out, err = run(cli, "rejections", str(run_id), "-f", "json")
+    assert code == 0, err
+    listed = json.loads(out)
+    assert [r["line"] for r in listed] == list(range(2, 29))
+    assert listed[1]["reason"].startswith("invalid JSON (unexpected character")
+    assert listed[2]["reason"] == "amount: price must be positive"
+    assert listed[2]["record"]["amount"] == "-1" and listed[2]["record"]["source"] == "mytool"
+    assert err.strip() == f"run {run_id} (mytool, ok): 27 rejected"
+    code, out, err = run(cli, "rejections", str(run_id), "--limit", "2", "-f", "jsonl")
+    assert code == 0 and len(out.splitlines()) == 2 and "2 shown (--limit)" in err
+    code, _, err = run(cli, "rejections", "999999")
+    assert code == 1 and err.strip() == "error: crawl run 999999 does not exist"
+    code, _, err = run(cli, "rejections", "0")
+    assert code == 2 and "RUN_ID" in err
 
 
 def test_usage_errors_exit_2(cli: CliRunner) -> None:
