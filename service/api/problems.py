@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -52,6 +52,14 @@ def problem_response(
     return JSONResponse(body, status_code=status, media_type="application/problem+json")
 
 
+def _wants_page(request: Request) -> bool:
+    """A browser asking for a page outside the API (``/gpus/a/b``): the pages' HTML 404,
+    not a problem document (``/v1/...`` answers problems whatever it is asked)."""
+    path = request.url.path
+    accept = request.headers.get("accept", "")
+    return not path.startswith("/v1/") and path != "/v1" and "text/html" in accept
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(Problem)
     async def _problem(request: Request, exc: Problem) -> JSONResponse:
@@ -76,7 +84,10 @@ def install(app: FastAPI) -> None:
         )
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        page = getattr(request.app.state, "html_not_found", None)
+        if exc.status_code == 404 and page is not None and _wants_page(request):
+            return page(f"No page at {request.url.path}")  # type: ignore[no-any-return]
         title = {404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "HTTP error")
         detail = exc.detail if isinstance(exc.detail, str) else None
         response = problem_response(

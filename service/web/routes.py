@@ -62,6 +62,7 @@ MAX_ID_DIGITS = 18
 
 def mount_static(app: FastAPI) -> None:
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.state.html_not_found = not_found  # a path no route has, asked by a browser
 
 
 def page(template: str, status: int = 200, **context: Any) -> HTMLResponse:

@@ -184,6 +184,21 @@ def test_unknown_offer_is_an_html_404(client: TestClient) -> None:
         assert "Not found" in response.text and "<script>" not in response.text
 
 
+def test_a_path_no_page_has_is_an_html_404_for_a_browser(client: TestClient) -> None:
+    """``/gpus/a/b`` matched no route: a JSON problem where the pages answer HTML. A
+    browser gets the pages' 404; a program, and anything under /v1, the problem."""
+    browser = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    for path in ("/gpus/a/b", "/nowhere", "/providers/aws/extra?x=<script>"):
+        page = client.get(path, headers=browser)
+        assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
+        assert "Not found" in page.text and "<script>" not in page.text
+        program = client.get(path, headers={"Accept": "application/json"})
+        assert program.status_code == 404
+        assert program.headers["content-type"] == "application/problem+json"
+    api = client.get("/v1/nothing-here", headers=browser)
+    assert api.status_code == 404 and api.headers["content-type"] == "application/problem+json"
+
+
 def test_provider_and_gpu_pages(client: TestClient) -> None:
     html = client.get("/providers/lambda").text
     assert 'href="/v1/providers/lambda"' in html and 'id="sources"' in html
