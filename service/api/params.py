@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import inspect
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import Depends, Query
 from pydantic import AfterValidator
@@ -296,6 +297,38 @@ def listing(
 
 
 ListingDep = Annotated[Listing, Depends(listing)]
+
+
+def listing_without(*names: str) -> Callable[..., Listing]:
+    """The :func:`listing` dependency without the parameters ``names`` (an endpoint that
+    refuses them: the OpenAPI document must not offer them either); they keep their
+    defaults."""
+
+    def narrower(conn: ConnDep, **filters: Any) -> Listing:
+        return listing(conn, **filters)
+
+    whole = inspect.signature(listing)
+    kept = [p for p in whole.parameters.values() if p.name not in names]
+    narrower.__signature__ = whole.replace(parameters=kept)  # type: ignore[attr-defined]
+    return narrower
+
+
+CurrentListingDep = Annotated[Listing, Depends(listing_without("as_of", "include_peers"))]
+"""The listing's filters on the current catalog, as the overviews read them."""
+
+
+@dataclass(frozen=True)
+class Today:
+    version: int
+    today: date
+
+
+def today(conn: ConnDep) -> Today:
+    """The current catalog version and UTC day, for an answer that takes no filter."""
+    return Today(current_version(conn), datetime.now(UTC).date())
+
+
+TodayDep = Annotated[Today, Depends(today)]
 
 DisplayCurrency = Annotated[
     str | None,

@@ -220,3 +220,27 @@ def test_head_where_there_is_no_get_or_the_query_is_wrong(client: TestClient) ->
     unknown = client.head("/v1/offers?colour=red")
     assert unknown.status_code == 400 and unknown.content == b""
     assert unknown.headers["content-type"] == "application/problem+json"
+
+
+def test_the_openapi_document_offers_what_each_endpoint_accepts(client: TestClient) -> None:
+    """Every query parameter the document lists for a /v1 operation is accepted there (the
+    listing's filters were listed on /v1/compare, ``as_of`` and ``include_peers`` on the
+    overviews, and ``gpu`` on a GPU's overview, each refused with a 400): a tool generated
+    from the document sends only what the server takes."""
+    paths = client.get("/openapi.json").json()["paths"]
+    offered = {
+        template: {p["name"] for p in op.get("parameters", []) if p["in"] == "query"}
+        for template, operations in paths.items()
+        for method, op in operations.items()
+        if method == "get" and template.startswith("/v1/")
+    }
+    assert offered["/v1/compare"] == {"ids"}
+    assert {"as_of", "include_peers"}.isdisjoint(offered["/v1/overview"])
+    assert {"as_of", "include_peers", "gpu"}.isdisjoint(offered["/v1/gpus/{slug}/overview"])
+    assert "destination" in offered["/v1/gpus/{slug}/overview"]
+    for template, names in offered.items():
+        path = template.format(offer_id=1, slug="nvidia-h100-sxm-80gb", subscription_id=1)
+        for name in names:
+            response = client.get(path, params={name: "x"})
+            refused = response.status_code == 400 and "unknown-parameter" in response.text
+            assert not refused, (template, name, response.text)

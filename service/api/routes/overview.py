@@ -11,7 +11,15 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Response
 
 from service.api.deps import ConnDep, cache, reject_unknown_params
-from service.api.params import FILTER_PARAMS, ListingDep, invalid, iso_country
+from service.api.params import (
+    FILTER_PARAMS,
+    CurrentListingDep,
+    Listing,
+    TodayDep,
+    invalid,
+    iso_country,
+    listing_without,
+)
 from service.api.problems import Problem
 from service.api.serialize import dumps, offer_json
 from service.compliance.filters import gdpr_countries
@@ -33,6 +41,8 @@ OVERVIEW_PARAMS = FILTER_PARAMS - {"as_of", "include_peers"}
 GPU_OVERVIEW_PARAMS = OVERVIEW_PARAMS - {"gpu"} | {"destination"}
 """The path names the GPU: a ``gpu`` filter would be ignored, so it is no parameter."""
 JSON = "application/json"
+GpuListingDep = Annotated[Listing, Depends(listing_without("as_of", "include_peers", "gpu"))]
+"""The path names the GPU: no ``gpu`` filter (nor a past version) is offered."""
 
 
 @router.get(
@@ -44,7 +54,7 @@ JSON = "application/json"
     "on-demand price of each of the last 90 UTC days (`trend`), and whether an EU/EEA "
     "region and a provider headquartered outside the US are among its offers.",
 )
-def overview(conn: ConnDep, listing: ListingDep) -> Response:
+def overview(conn: ConnDep, listing: CurrentListingDep) -> Response:
     eu = gdpr_countries(conn, listing.today, "eu_eea")
     doc = overview_document(conn, listing.filters, listing.compliance, listing.today, eu)
     response = Response(dumps({"catalog_version": listing.version, **doc}), media_type=JSON)
@@ -62,7 +72,7 @@ def overview(conn: ConnDep, listing: ListingDep) -> Response:
 )
 def gpu_overview(
     conn: ConnDep,
-    listing: ListingDep,
+    listing: GpuListingDep,
     slug: str,
     destination: Annotated[str | None, Query(pattern="^[A-Za-z]{2}$")] = None,
 ) -> Response:
@@ -87,7 +97,7 @@ def gpu_overview(
     "as `/v1/offers/{id}` gives it; `cheapest_price_per_gpu_hour_usd` is the lowest of them.",
 )
 def compare(
-    conn: ConnDep, listing: ListingDep, ids: Annotated[list[str] | None, Query()] = None
+    conn: ConnDep, listing: TodayDep, ids: Annotated[list[str] | None, Query()] = None
 ) -> Response:
     try:
         wanted = parse_compare_ids(ids or [])
