@@ -28,7 +28,7 @@ from sqlalchemy import Connection, and_, select, update
 from schema.cluster import ClusterReference
 from schema.enums import Interconnect, Network
 from schema.prices import Offer
-from schema.text import CONTROL_CHARACTERS
+from schema.text import CONTROL_CHARACTERS, plain_text
 from service.catalog.reference import CheckedReference, Slug, _read_rows, _Row, replace_table
 from service.core.reference_error import ReferenceError
 
@@ -53,13 +53,7 @@ Merged = tuple[str | None, Decimal | None, str | None, Decimal | None, str | Non
 NO_FACTS: Facts = (None, None, None, None)
 
 
-def _sku_text(value: str) -> str:
-    if CONTROL_CHARACTERS.search(value):
-        raise ValueError("contains control or bidirectional-override characters")
-    return value
-
-
-SkuName = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_sku_text)]
+SkuName = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(plain_text)]
 
 
 class ClusterRow(_Row):

@@ -296,10 +296,10 @@ def rejections(
 
     from service.catalog.runs import MAX_STORED_REJECTIONS
     from service.query.runs import count_rejections, list_rejections
-    from service.query.sql import NotFound
+    from service.query.sql import MAX_ROW_ID, NotFound
 
-    if not 1 <= run_id <= 2**31 - 1:  # as the API's ids (an INTEGER column's range)
-        raise UsageProblem(f"RUN_ID: a crawl run id is a number from 1 to {2**31 - 1}")
+    if not 1 <= run_id <= MAX_ROW_ID:  # as the API's ids (an INTEGER column's range)
+        raise UsageProblem(f"RUN_ID: a crawl run id is a number from 1 to {MAX_ROW_ID}")
     with engine().connect() as conn:
         try:
             run, rows = list_rejections(conn, run_id, limit)

@@ -86,10 +86,10 @@ def history(
     from schema.types import utcnow
     from service.query.history import Resolution as BucketSize
     from service.query.history import TooManyBuckets, offer_buckets, offer_history
-    from service.query.sql import NotFound
+    from service.query.sql import MAX_ROW_ID, NotFound
 
-    if not 1 <= offer_id <= 2**31 - 1:  # as the API's path (an INTEGER column's range)
-        raise UsageProblem(f"OFFER_ID: an offer id is a number from 1 to {2**31 - 1}")
+    if not 1 <= offer_id <= MAX_ROW_ID:  # as the API's path (an INTEGER column's range)
+        raise UsageProblem(f"OFFER_ID: an offer id is a number from 1 to {MAX_ROW_ID}")
     bucket: BucketSize = "week" if resolution is Resolution.week else "day"
     with engine().connect() as conn:
         try:
