@@ -182,26 +182,25 @@ def diff(
         change = None
         if a.get("amount") and b.get("amount") and a["currency"] == b["currency"]:
             change = ((b["amount"] - a["amount"]) * 100 / a["amount"]).quantize(Decimal("0.1"))
-        rows.append(
-            {
-                "kind": c["kind"],
-                "offer_id": o["id"],
-                "provider": o["provider"],
-                "sku": o["sku"],
-                "region": o["region"],
-                "price_kind": o["price_kind"],
-                "gpu_slug": o["gpu_slug"],
-                "gpu_count": o["gpu_count"],
-                "unit": o["unit"],
-                "old_amount": a.get("amount"),
-                "old_currency": a.get("currency"),
-                "new_amount": b.get("amount"),
-                "new_currency": b.get("currency"),
-                "old_gpu_hour_usd": a.get("price_per_gpu_hour_usd"),
-                "new_gpu_hour_usd": b.get("price_per_gpu_hour_usd"),
-                "change_pct": change,
-            }
+        values = (
+            c["kind"],
+            o["id"],
+            o["provider"],
+            o["sku"],
+            o["region"],
+            o["price_kind"],
+            o["gpu_slug"],
+            o["gpu_count"],
+            o["unit"],
+            a.get("amount"),
+            a.get("currency"),
+            b.get("amount"),
+            b.get("currency"),
+            a.get("price_per_gpu_hour_usd"),
+            b.get("price_per_gpu_hour_usd"),
+            change,
         )
+        rows.append(dict(zip(DIFF_COLUMNS, values, strict=True)))  # one list of names
     counts = {k: sum(r["kind"] == k for r in rows) for k in ("added", "changed", "withdrawn")}
     summary = ", ".join(f"{n} {k}" for k, n in counts.items())
     if fmt is not Format.table:
