@@ -1,7 +1,7 @@
 """The catalog's vocabulary: tables, interchange records and enums (imports nothing else)."""
 
 from schema.alerts import AlertEvent, ApiKey, Subscription
-from schema.base import metadata
+from schema.base import metadata, text_by_code_point
 from schema.catalog import GpuAlias, GpuModel, InstanceType, Provider, Region
 from schema.cluster import ClusterReference
 from schema.compliance import (
@@ -22,6 +22,8 @@ from schema.crawl import (
 from schema.fx import FxRate
 from schema.prices import CatalogVersion, Offer, OfferLocation, PriceObservation
 from schema.records import OfferRecord
+
+text_by_code_point(metadata)
 
 __all__ = [
     "AlertEvent",

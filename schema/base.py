@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from sqlmodel import SQLModel
+from sqlalchemy import Enum, MetaData, String, TypeDecorator
+from sqlmodel import AutoString, SQLModel
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -14,3 +15,16 @@ NAMING_CONVENTION = {
 
 SQLModel.metadata.naming_convention = NAMING_CONVENTION
 metadata = SQLModel.metadata
+
+
+def text_by_code_point(meta: MetaData) -> None:
+    """Every character column of ``meta`` compares by code point on PostgreSQL (``COLLATE
+    "C"``, as migration 0037 sets it), as SQLite and Python compare: one order of text on
+    both databases, whatever collation the server's databases are created with."""
+    for table in meta.tables.values():
+        for column in table.columns:
+            kind = column.type
+            plain = isinstance(kind, String) and not isinstance(kind, Enum | TypeDecorator)
+            if (plain or isinstance(kind, AutoString)) and getattr(kind, "collation", None) is None:
+                pg = String(getattr(kind, "length", None), collation="C")
+                column.type = kind.with_variant(pg, "postgresql")

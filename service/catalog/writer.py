@@ -700,7 +700,7 @@ def ensure_instance_types(conn: Connection, first_new_offer: int) -> None:
             "WHERE id >= %(first)s AND NOT EXISTS (SELECT 1 FROM instance_type AS i "
             "WHERE i.provider = o.provider AND i.name = o.sku) "
             f"ORDER BY provider, sku, {IN_KEY_ORDER}) AS new "
-            'ORDER BY provider COLLATE "C", name COLLATE "C"',
+            "ORDER BY provider, name",
             {"first": first_new_offer},
         )
         return
@@ -717,6 +717,7 @@ def ensure_instance_types(conn: Connection, first_new_offer: int) -> None:
 SKU_COLUMNS = ("provider", "name", "gpu_slug", "gpu_count", "vcpus", "memory_gb", "bare_metal")
 SKU_LIST = ", ".join(SKU_COLUMNS)
 SKU_SOURCE = ", ".join(("provider", "sku AS name", *SKU_COLUMNS[2:]))
-IN_KEY_ORDER = ", ".join(f'{column} COLLATE "C"' for column in ("region", "price_kind", "unit"))
-"""The rest of an identity key, in the order of its text (byte order, as Python's)."""
+IN_KEY_ORDER = "region, price_kind, unit"
+"""The rest of an identity key, in the order of its text (byte order, as Python's: every
+character column is ``COLLATE "C"`` on PostgreSQL, migration 0037)."""
 """The offer columns an instance type is registered from, in SKU_COLUMNS order."""

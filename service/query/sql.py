@@ -453,11 +453,6 @@ def source_rank_sql(source: Any) -> Any:
     return case(*whens, else_=UNKNOWN_PEER_RANK)
 
 
-def _code_points(column: Any, dialect: str) -> Any:
-    """Compare names by code point, as Python does (PostgreSQL's default collation does not)."""
-    return column.collate("C") if dialect == "postgresql" else column
-
-
 def outranked(version: int | None, dialect: str) -> Any:
     """:func:`_outranked` at ``version`` (None: current), as SQL text rendered once per
     dialect and version (:func:`_rendered`)."""
@@ -509,7 +504,7 @@ def _outranked(version: int | None, dialect: str) -> Any:
         other_rank < own_rank,
         and_(
             other_rank == own_rank,
-            _code_points(other.c.source, dialect) < _code_points(OFFER.c.source, dialect),
+            other.c.source < OFFER.c.source,  # by code point, as Python compares (0037)
         ),
     )
     if version is None:

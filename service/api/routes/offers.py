@@ -54,7 +54,9 @@ def query_fingerprint(request: Request) -> str:
 
 
 def _cursor_value(value: Any) -> Any:
-    if isinstance(value, Decimal):
+    """A sort key as the cursor carries it: a number as its text (SQLite reads some keys
+    as floats, PostgreSQL as decimals: the same cursor either way)."""
+    if isinstance(value, Decimal | float):
         return str(value)
     return value
 
