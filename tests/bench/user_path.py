@@ -40,11 +40,13 @@ import os
 import re
 import resource
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,7 +57,7 @@ from service.catalog.results import CrawlResult
 from service.catalog.snapshot import ingest_jsonl
 from service.core.db import normalize_url
 from service.crawl.run import crawl_source
-from tests.bench import targets
+from tests.bench import sqlite_floor, targets
 from tests.bench.ingest import iter_synthetic, prepared
 from tests.support.peer_csv import GPUHUNT_HEADER
 from tests.support.pg import pg_database
@@ -207,10 +209,28 @@ class Files:
     gcp: Path
 
 
+FLOORS: dict[int, sqlite_floor.Floor] = {}
+"""SQLite's floor for each size's first ingest (:mod:`tests.bench.sqlite_floor`)."""
+
+
+def sqlite_path(url: str) -> Path | None:
+    return Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
+
+
+def copy_sqlite(source: Path, target: Path) -> None:
+    """A consistent copy of a SQLite catalog (the backup API: its WAL included)."""
+    with closing(sqlite3.connect(source)) as src, closing(sqlite3.connect(target)) as dst:
+        src.backup(dst)
+
+
 def user_steps(url: str, n: int, files: Files) -> list[Step]:
-    """The four commands on a fresh catalog at ``url`` (prepared in this process)."""
+    """The four commands on a fresh catalog at ``url`` (prepared in this process); on
+    SQLite, the first ingest's floor as well (:data:`FLOORS`)."""
     engine, _ = prepared(url)
     engine.dispose()
+    path = sqlite_path(url)
+    if path is not None:
+        copy_sqlite(path, path.with_suffix(".empty"))
     steps = []
     for label, args in (
         ("first ingest", ["ingest", "bench", "--file", str(files.first)]),
@@ -237,7 +257,23 @@ def user_steps(url: str, n: int, files: Files) -> list[Step]:
             f"load {load}",
             flush=True,
         )
+        if path is not None and label == "first ingest":
+            empty, full = path.with_suffix(".empty"), path.with_suffix(".full")
+            copy_sqlite(path, full)
+            floor = FLOORS[n] = sqlite_floor.measure(empty, full, path.with_suffix(".floor"))
+            empty.unlink()
+            full.unlink()
+            print(f"    {describe_floor(floor, seconds)}", flush=True)
     return steps
+
+
+def describe_floor(floor: sqlite_floor.Floor, first: float) -> str:
+    return (
+        f"SQLite alone, the same rows: {floor.seconds:.2f} s ({floor.rows:,} rows copied in "
+        f"{floor.copy_seconds:.2f} s, {floor.indexes} indexes built in "
+        f"{floor.index_seconds:.2f} s, the commit): the first ingest took "
+        f"{first / floor.seconds:.1f}x that"
+    )
 
 
 def core_steps(url: str, n: int, files: Files) -> list[float]:
@@ -377,6 +413,9 @@ def verdicts(results: dict[tuple[str, int], list[Step]]) -> list[targets.Verdict
 
 def print_verdicts(results: dict[tuple[str, int], list[Step]]) -> None:
     targets.print_verdicts(verdicts(results))
+    for n, floor in FLOORS.items():
+        first = next(s for s in results[("SQLite", n)] if s.label == "first ingest")
+        print(f"  the first ingest's floor at {n:,} offers: {describe_floor(floor, first.seconds)}")
 
 
 def main() -> None:
