@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from sqlalchemy import Connection
 
 from schema.api import HistoryPage, ObservationPublic, OfferDetail, Page
-from schema.types import utcnow
+from schema.types import decimal_to_text, utcnow
 from service.api import cursor as cursors
 from service.api.deps import ConnDep, VersionDep, cache, reject_unknown_params
 from service.api.params import FILTER_PARAMS, DisplayCurrency, ListingDep, check_currency, invalid
@@ -56,8 +56,10 @@ def query_fingerprint(request: Request) -> str:
 def _cursor_value(value: Any) -> Any:
     """A sort key as the cursor carries it: a number as its text (SQLite reads some keys
     as floats, PostgreSQL as decimals: the same cursor either way)."""
-    if isinstance(value, Decimal | float):
-        return str(value)
+    if isinstance(value, float):
+        value = Decimal(repr(value))
+    if isinstance(value, Decimal):
+        return decimal_to_text(value)
     return value
 
 
