@@ -13,6 +13,7 @@ import random
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -386,12 +387,25 @@ def run_from_files(
         response = Response(url, 200, body, {}, None, fetched_at)
         output.payloads.append(FetchedPayload(url, fetched_at, 200, None, body))
         payload_index = len(output.payloads) - 1
-        for item in parse_guarded(source, response, ctx):
-            if not isinstance(item, Request):
-                output.parsed += 1
-                item[PAYLOAD_KEY] = payload_index
-                output.records.append(item)
+        with naming(path):
+            for item in parse_guarded(source, response, ctx):
+                if not isinstance(item, Request):
+                    output.parsed += 1
+                    item[PAYLOAD_KEY] = payload_index
+                    output.records.append(item)
     return output
+
+
+@contextmanager
+def naming(path: Path | None) -> Iterator[None]:
+    """A saved response's parse error names its file (a crawl may be given several)."""
+    try:
+        yield
+    except SourceError as exc:
+        if path is not None:
+            exc.detail = f"{path}: {exc.detail}" if exc.detail else str(path)
+            exc.args = (f"{exc.reason}: {exc.detail}",)
+        raise
 
 
 def reparse(
@@ -423,10 +437,11 @@ def reparse(
             payload.fetched_at,
             path,
         )
-        for item in parse_guarded(source, response, ctx):
-            if not isinstance(item, Request):
-                item[PAYLOAD_KEY] = index
-                yield item
+        with naming(payload.file):
+            for item in parse_guarded(source, response, ctx):
+                if not isinstance(item, Request):
+                    item[PAYLOAD_KEY] = index
+                    yield item
         del response, body
     output.notes.update(source_notes(source))
 

@@ -386,10 +386,15 @@ def test_a_failed_crawl_of_saved_files_says_what_is_wrong(
     assert run(cli, "reference", "load")[0] == 0
     saved = tmp_path / "instance-types.json"
     saved.write_bytes(b"\xe8 not UTF-8")
-    code, out, err = run(cli, "crawl", "lambda", "--from-file", str(saved), *dry_run, "-f", "json")
+    good = ROOT / "fixtures" / "lambda" / "instance-types.json"
+    files = ["--from-file", str(good), "--from-file", str(saved)]  # the bad one is named
+    code, out, err = run(cli, "crawl", "lambda", *files, *dry_run, "-f", "json")
     assert code == 3, err
     assert "Traceback" not in err and "error:" not in err
-    assert "lambda failed: invalid payload: UnicodeDecodeError: 'utf-8' codec can't decode" in err
+    assert (
+        f"lambda failed: invalid payload: {saved}: UnicodeDecodeError: 'utf-8' codec can't decode"
+        in err.replace("\n", "")
+    )
     rows = json.loads(out)
     if dry_run:
         assert rows == []
