@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 from starlette.datastructures import QueryParams
 
 from schema.codes import country_codes
+from schema.compliance import CERT_SCHEMES
 from schema.enums import Interconnect, Network, PriceKind
 from schema.text import ascii_digits
 from schema.types import NUMERIC_SCALE, within_scale
@@ -169,10 +170,22 @@ def _slug(form: ListingForm, name: str, text: str) -> str | None:
     return text
 
 
+def _words(values: list[str]) -> list[str]:
+    """Repeated or comma-separated words (as the API takes them), trimmed, lower-cased,
+    each once, in the order given."""
+    words: list[str] = []
+    for value in values:
+        for part in value.split(","):
+            word = part.strip().lower()[:64]
+            if word and word not in words:
+                words.append(word)
+    return words
+
+
 def parse_listing(params: QueryParams) -> ListingForm:
     form = ListingForm()
     values = {name: _text(params, name) for name in FORM_FIELDS if name != "cert"}
-    certs = [c.strip().lower()[:64] for c in params.getlist("cert") if c.strip()]
+    certs = _words(params.getlist("cert"))
     form.values = {**values, "cert": certs}
 
     gpu = _slug(form, "gpu", values["gpu"])
@@ -199,8 +212,8 @@ def parse_listing(params: QueryParams) -> ListingForm:
         network = None
     min_network = _decimal(form, "min_network_gbps", values["min_network_gbps"])
     for cert in certs:
-        if not SLUG.match(cert):
-            form.errors["cert"] = "not a certification scheme"
+        if cert not in CERT_SCHEMES:
+            form.errors["cert"] = f"not a certification scheme (one of {', '.join(CERT_SCHEMES)})"
 
     sort = _text(params, "sort") or "price_per_gpu_hour"
     descending = sort.startswith("-")

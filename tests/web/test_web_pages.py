@@ -105,6 +105,26 @@ def test_bad_input_is_a_friendly_400_page(client: TestClient, params: dict, fiel
     assert "<script>" not in response.text
 
 
+def test_certifications_repeated_or_comma_separated_are_one_filter(client: TestClient) -> None:
+    """As the API takes them: ``cert=a,b`` was a 400 here, and a repeated scheme was kept
+    twice in every link of the page."""
+    once = client.get("/offers", params={"cert": "iso27001"})
+    assert once.status_code == 200
+    total = re.search(r'<span id="total">(\d+)</span>', once.text)
+    assert total is not None
+    for query in ("cert=iso27001&cert=iso27001", "cert=iso27001,iso27001", "cert=%20ISO27001,"):
+        page = client.get(f"/offers?{query}")
+        assert page.status_code == 200, (query, page.text[:300])
+        assert f'<span id="total">{total.group(1)}</span>' in page.text
+        assert page.text.count('value="iso27001" checked') == 1
+        assert "cert=iso27001&amp;cert=iso27001" not in page.text
+    both = client.get("/offers?cert=iso27001,soc2_type2")
+    twin = client.get("/v1/offers", params={"cert": "iso27001,soc2_type2", "limit": 1000})
+    assert both.status_code == twin.status_code == 200
+    assert f'<span id="total">{len(twin.json()["data"])}</span>' in both.text
+    assert "cert=iso27001&amp;cert=soc2_type2" in both.text
+
+
 def test_cluster_filters_in_the_form(client: TestClient) -> None:
     """The form's interconnect, network and min_network_gbps fields: bad values are a 400
     naming each field, good ones list what the JSON twin lists."""
