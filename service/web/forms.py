@@ -48,6 +48,25 @@ FORM_FIELDS = (
     "network",
     "min_network_gbps",
 )
+URL_FIELDS = (
+    "max_gpus",
+    "min_gpu_memory_gb",
+    "region",
+    "not_country",
+    "provider_hq_not_in",
+    "source",
+    "bare_metal",
+)
+"""The API's listing filters the pages take as URL parameters without a field of their
+own: kept in every link and in the form (hidden), so a URL copied from the API answers
+the same here."""
+FILTER_FIELDS = FORM_FIELDS + URL_FIELDS
+LISTS = frozenset({"provider", "not_country", "provider_hq_not_in", "cert"})
+"""Fields that take several values, repeated or comma-separated (as the API's)."""
+NOT_HERE = ("as_of", "include_peers")
+"""The API's listing parameters no page takes: refused by name, never ignored."""
+BOOLEANS = {"true": True, "1": True, "yes": True, "on": True}
+BOOLEANS.update({"false": False, "0": False, "no": False, "off": False})
 SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,63}$")
 MAX_NUMBER = Decimal(1_000_000)
 
@@ -84,7 +103,7 @@ class ListingForm:
             "per_page": None if self.per_page == DEFAULT_PER_PAGE else str(self.per_page),
         }
         state.update(changes)
-        for key in (*FORM_FIELDS, "sort", "per_page", "page"):
+        for key in (*FILTER_FIELDS, "sort", "per_page", "page"):
             value = state.get(key)
             if value in (None, "", []):
                 continue
@@ -94,9 +113,13 @@ class ListingForm:
                 items.append((key, str(value)))
         return urlencode(items)
 
+    def hidden_items(self) -> list[tuple[str, str]]:
+        """The URL-only filters (:data:`URL_FIELDS`) set: hidden inputs of the forms."""
+        return [(k, str(v)) for k in URL_FIELDS if (v := self.values.get(k)) not in (None, "")]
+
     def _filter_items(self) -> list[tuple[str, str]]:
         items: list[tuple[str, str]] = []
-        for key in FORM_FIELDS:
+        for key in FILTER_FIELDS:
             value = self.values.get(key)
             if value in (None, "", []):
                 continue
@@ -170,27 +193,66 @@ def _slug(form: ListingForm, name: str, text: str) -> str | None:
     return text
 
 
-def _words(values: list[str]) -> list[str]:
-    """Repeated or comma-separated words (as the API takes them), trimmed, lower-cased,
-    each once, in the order given."""
+def _words(values: list[str], *, lower: bool = True) -> list[str]:
+    """Repeated or comma-separated words (as the API takes them), trimmed (and
+    lower-cased), each once, in the order given."""
     words: list[str] = []
     for value in values:
         for part in value.split(","):
-            word = part.strip().lower()[:64]
+            word = part.strip()[:64]
+            word = word.lower() if lower else word
             if word and word not in words:
                 words.append(word)
     return words
 
 
+def _listed(params: QueryParams, name: str) -> str:
+    """A list field's values, repeated or comma-separated, as one comma-separated text."""
+    return ",".join(_words(params.getlist(name), lower=False))[:400]
+
+
+def _countries(form: ListingForm, name: str, text: str) -> list[str]:
+    codes = [_country(form, name, part) for part in text.split(",") if part]
+    return [] if name in form.errors else [c for c in codes if c]
+
+
+def _boolean(form: ListingForm, name: str, text: str) -> bool | None:
+    if not text:
+        return None
+    if text.lower() not in BOOLEANS:
+        form.errors[name] = "true or false"
+        return None
+    return BOOLEANS[text.lower()]
+
+
 def parse_listing(params: QueryParams) -> ListingForm:
     form = ListingForm()
-    values = {name: _text(params, name) for name in FORM_FIELDS if name != "cert"}
+    values: dict[str, Any] = {
+        name: _listed(params, name) if name in LISTS else _text(params, name)
+        for name in FILTER_FIELDS
+        if name != "cert"
+    }
     certs = _words(params.getlist("cert"))
     form.values = {**values, "cert": certs}
+    for name in (*FILTER_FIELDS, "sort", "page", "per_page"):
+        if name not in LISTS and len(params.getlist(name)) > 1:
+            form.errors[name] = "given more than once: give it once"
+    for name in NOT_HERE:
+        if name in params:
+            form.errors[name] = "not taken by this page (the JSON twin, /v1/offers, takes it)"
 
     gpu = _slug(form, "gpu", values["gpu"])
-    provider = _slug(form, "provider", values["provider"])
+    providers = [p for p in values["provider"].split(",") if _slug(form, "provider", p)]
     min_gpus = _decimal(form, "min_gpus", values["min_gpus"])
+    max_gpus = _decimal(form, "max_gpus", values["max_gpus"])
+    if min_gpus is not None and max_gpus is not None and min_gpus > max_gpus:
+        form.errors["min_gpus"] = "greater than max_gpus"
+    min_memory = _decimal(form, "min_gpu_memory_gb", values["min_gpu_memory_gb"])
+    not_country = _countries(form, "not_country", values["not_country"])
+    hq_not_in = _countries(form, "provider_hq_not_in", values["provider_hq_not_in"])
+    source = _slug(form, "source", values["source"])
+    region = values["region"] or None
+    bare_metal = _boolean(form, "bare_metal", values["bare_metal"])
     max_price = _decimal(form, "max_price_per_gpu_hour", values["max_price_per_gpu_hour"])
     country = _country(form, "country", values["country"])
     destination = _country(form, "export_destination", values["export_destination"])
@@ -229,7 +291,7 @@ def parse_listing(params: QueryParams) -> ListingForm:
 
     form.filters = OfferFilters(
         gpu=gpu,
-        provider=provider,
+        provider=tuple(providers) or None,
         country=country,
         price_kind=price_kind,
         min_gpus=min_gpus,
@@ -240,5 +302,12 @@ def parse_listing(params: QueryParams) -> ListingForm:
         interconnect=(interconnect,) if interconnect else (),
         network=(network,) if network else (),
         min_network_gbps=min_network,
+        max_gpus=max_gpus,
+        min_gpu_memory_gb=min_memory,
+        region=region,
+        not_country=tuple(not_country),
+        provider_hq_not_in=tuple(hq_not_in),
+        source=source,
+        bare_metal=bare_metal,
     )
     return form

@@ -125,6 +125,61 @@ def test_certifications_repeated_or_comma_separated_are_one_filter(client: TestC
     assert "cert=iso27001&amp;cert=soc2_type2" in both.text
 
 
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"max_gpus": "2"},
+        {"not_country": "us"},
+        {"not_country": "US,DE"},
+        {"region": "r3"},
+        {"provider": "lambda,other"},
+        {"provider_hq_not_in": "US"},
+        {"provider_hq_not_in": "DE,CN"},
+        {"source": "acme"},
+        {"min_gpu_memory_gb": "80", "max_gpus": "4"},
+        {"bare_metal": "false"},
+    ],
+)
+def test_the_apis_listing_filters_answer_as_the_json_twin(
+    client: TestClient, params: dict[str, str]
+) -> None:
+    """A URL copied from the API answers the same here: these filters have no field of their
+    own and were ignored (the page listed every offer as if it were filtered)."""
+    page = client.get("/offers", params={**params, "per_page": "100"})
+    twin = client.get("/v1/offers", params={**params, "limit": 1000})
+    assert page.status_code == twin.status_code == 200, page.text[:300]
+    total = re.search(r'<span id="total">(\d+)</span>', page.text)
+    assert total is not None and int(total.group(1)) == len(twin.json()["data"])
+    assert sorted(offer_ids(page.text)) == sorted(o["id"] for o in twin.json()["data"])
+    for name, value in params.items():  # kept by the sort links and by the form
+        assert f"{name}={value.replace(',', '%2C')}" in page.text
+        if name in ("max_gpus", "min_gpu_memory_gb", "region", "not_country", "source"):
+            assert f'type="hidden" name="{name}"' in page.text
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("country=DE&country=US", "country"),
+        ("gpu=h100&gpu=a100", "gpu"),
+        ("sort=provider&sort=-price", "sort"),
+        ("include_peers=true", "include_peers"),
+        ("as_of=1", "as_of"),
+        ("bare_metal=maybe", "bare_metal"),
+        ("min_gpus=8&max_gpus=2", "min_gpus"),
+        ("not_country=DE,ZZ", "not_country"),
+    ],
+)
+def test_a_parameter_the_page_cannot_honour_is_a_400_naming_it(
+    client: TestClient, query: str, field: str
+) -> None:
+    """A single-valued field given twice answered for one of the values, and the API's
+    ``as_of`` and ``include_peers`` were ignored: each is now refused, by name."""
+    response = client.get(f"/offers?{query}")
+    assert response.status_code == 400, response.text[:300]
+    assert f"<strong>{field}</strong>" in response.text
+
+
 def test_cluster_filters_in_the_form(client: TestClient) -> None:
     """The form's interconnect, network and min_network_gbps fields: bad values are a 400
     naming each field, good ones list what the JSON twin lists."""
