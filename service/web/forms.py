@@ -8,6 +8,7 @@ instead of a JSON problem.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -61,6 +62,10 @@ URL_FIELDS = (
 own: kept in every link and in the form (hidden), so a URL copied from the API answers
 the same here."""
 FILTER_FIELDS = FORM_FIELDS + URL_FIELDS
+SHARED_FIELDS = frozenset(
+    {"gdpr", "cert", "export_destination", "interconnect", "network", "min_network_gbps"}
+)
+"""The fields of ``templates/_filters.html``, on every page's form."""
 LISTS = frozenset({"provider", "not_country", "provider_hq_not_in", "cert"})
 """Fields that take several values, repeated or comma-separated (as the API's)."""
 NOT_HERE = ("as_of", "include_peers")
@@ -113,9 +118,16 @@ class ListingForm:
                 items.append((key, str(value)))
         return urlencode(items)
 
-    def hidden_items(self) -> list[tuple[str, str]]:
-        """The URL-only filters (:data:`URL_FIELDS`) set: hidden inputs of the forms."""
-        return [(k, str(v)) for k in URL_FIELDS if (v := self.values.get(k)) not in (None, "")]
+    def hidden_items(self, shown: Iterable[str] = ()) -> list[tuple[str, str]]:
+        """The filters set that the page's form has no field for (``shown``: the page's
+        own fields, beside the shared ones of ``_filters.html``): its hidden inputs, so
+        that submitting the form keeps them."""
+        visible = {*SHARED_FIELDS, *shown}
+        return [
+            (k, str(v))
+            for k in FILTER_FIELDS
+            if k not in visible and (v := self.values.get(k)) not in (None, "", [])
+        ]
 
     def _filter_items(self) -> list[tuple[str, str]]:
         items: list[tuple[str, str]] = []

@@ -157,6 +157,30 @@ def test_the_apis_listing_filters_answer_as_the_json_twin(
             assert f'type="hidden" name="{name}"' in page.text
 
 
+def filter_form(html: str) -> str:
+    start = html.index('<form class="filters"')
+    return html[start : html.index("</form>", start)]
+
+
+def test_each_pages_form_keeps_the_filters_it_has_no_field_for(client: TestClient) -> None:
+    """Submitting a page's form kept only the filters it shows: the rest of the URL's were
+    lost (the overview's form has no provider field; no form has a max_gpus field)."""
+    hidden = re.compile(r'<input type="hidden" name="(\w+)" value="([^"]*)">')
+    query = "provider=lambda,other&max_gpus=8&country=DE&gdpr=eu_eea&not_country=US"
+    listing = filter_form(client.get(f"/offers?{query}").text)
+    assert hidden.findall(listing) == [("max_gpus", "8"), ("not_country", "US")]
+    assert '<option value="lambda,other" selected>' in listing  # the providers, as given
+    for path in ("/", "/gpus/nvidia-h100-sxm-80gb"):
+        form = filter_form(client.get(f"{path}?{query}").text)
+        assert hidden.findall(form) == [
+            ("provider", "lambda,other"),
+            ("country", "DE"),
+            ("max_gpus", "8"),
+            ("not_country", "US"),
+        ], path
+        assert 'name="gdpr"' in form and 'hidden" name="gdpr' not in form
+
+
 @pytest.mark.parametrize(
     ("query", "field"),
     [
