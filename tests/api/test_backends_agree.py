@@ -42,7 +42,7 @@ between the two seeds."""
 SKIPPED = {"/healthz", "/readyz", "/metrics"}
 """The process's own state (uptime, counters, each source's age in seconds)."""
 SORTS = ("price_per_gpu_hour", "price", "provider", "gpu_count", "price_per_pflop_hour")
-MIX = 120
+MIX = 60
 SEED = 20261206
 
 
