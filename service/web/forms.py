@@ -14,6 +14,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 from urllib.parse import urlencode
 
+from pydantic import TypeAdapter, ValidationError
 from starlette.datastructures import QueryParams
 
 from schema.codes import country_codes
@@ -70,8 +71,9 @@ LISTS = frozenset({"provider", "not_country", "provider_hq_not_in", "cert"})
 """Fields that take several values, repeated or comma-separated (as the API's)."""
 NOT_HERE = ("as_of", "include_peers")
 """The API's listing parameters no page takes: refused by name, never ignored."""
-BOOLEANS = {"true": True, "1": True, "yes": True, "on": True}
-BOOLEANS.update({"false": False, "0": False, "no": False, "off": False})
+BOOLEAN: TypeAdapter[bool] = TypeAdapter(bool)
+"""A yes/no parameter read as the API reads it (pydantic's words: true/false, 1/0, yes/no,
+on/off...)."""
 SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,63}$")
 MAX_NUMBER = Decimal(1_000_000)
 
@@ -231,10 +233,11 @@ def _countries(form: ListingForm, name: str, text: str) -> list[str]:
 def _boolean(form: ListingForm, name: str, text: str) -> bool | None:
     if not text:
         return None
-    if text.lower() not in BOOLEANS:
+    try:
+        return BOOLEAN.validate_python(text)
+    except ValidationError:
         form.errors[name] = "true or false"
         return None
-    return BOOLEANS[text.lower()]
 
 
 def parse_listing(params: QueryParams) -> ListingForm:

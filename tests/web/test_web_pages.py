@@ -138,6 +138,7 @@ def test_certifications_repeated_or_comma_separated_are_one_filter(client: TestC
         {"source": "acme"},
         {"min_gpu_memory_gb": "80", "max_gpus": "4"},
         {"bare_metal": "false"},
+        {"bare_metal": "yes"},  # read as the API reads it
     ],
 )
 def test_the_apis_listing_filters_answer_as_the_json_twin(
